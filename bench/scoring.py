@@ -1,0 +1,183 @@
+"""Scoring throughput and cache savings.
+
+    OMP_NUM_THREADS=1 python bench/scoring.py                 # tiny random RM on CPU (built offline)
+    python bench/scoring.py --real Skywork/Skywork-Reward-V2-Qwen3-0.6B   # also a real RM, on a GPU if present
+
+Measures
+1. pairs/s of `score_pairs` (length-bucketed batches) against a naive loop that scores one pair at a time with
+   the tokenizer and model directly, and against batches in data order (no length sorting), with padding waste;
+2. forward passes (texts scored) for the original data plus ten perturbed conditions, with the score cache
+   (originals scored once, unchanged texts reused) against re-scoring the originals for every perturbation as a
+   per-perturbation script does.
+Prints the ratios. Nothing here asserts timings.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+import numpy as np
+import pandas as pd
+
+VOCAB = ("the capital of france is paris and a binary search works on a sorted list of numbers while the quick "
+         "brown fox jumps over the lazy dog so please summarise this text in two sentences keeping key facts "
+         "compute twelve plus thirty then divide by seven prime numbers are two three five seven eleven").split()
+
+
+def synthetic_pairs(n: int, seed: int = 0, max_words: int = 160, mu: float = 3.0) -> pd.DataFrame:
+    "Pairs with a long-tailed (log-normal) spread of lengths, as real preference data has."
+    rng = np.random.default_rng(seed)
+    words = lambda: " ".join(rng.choice(VOCAB, int(min(max_words, 3 + rng.lognormal(mu, 0.9)))))
+    return pd.DataFrame({"id": [f"p{i}" for i in range(n)], "subset": "chat",
+                         "prompt": [words() + "?" for _ in range(n)],
+                         "chosen": [words() for _ in range(n)], "rejected": [words() for _ in range(n)]})
+
+
+def naive_loop(scorer, frame: pd.DataFrame) -> np.ndarray:
+    "One pair at a time: template, tokenize, forward on (chosen, rejected), as a hand-written script would."
+    import torch
+    from reward_auditor.scorers import encode_text, render_chat
+    tok, model = scorer.tokenizer, scorer.model
+    out = []
+    with torch.inference_mode():
+        for p, c, r in zip(frame.prompt, frame.chosen, frame.rejected):
+            rewards = []
+            for resp in (c, r):
+                ids = encode_text(tok, render_chat(tok, p, resp))[-scorer.max_length:]
+                x = torch.tensor([ids], device=scorer.device)
+                rewards.append(float(model(input_ids=x).logits.float()[0, 0]))
+            out.append(rewards[0] - rewards[1])
+    return np.array(out)
+
+
+def timed(fn, *a, **kw):
+    t = time.perf_counter()
+    res = fn(*a, **kw)
+    return res, time.perf_counter() - t
+
+
+def throughput(model_dir, n_pairs: int, n_naive: int, batch_size: int, label: str, mu: float = 3.0, **kw) -> dict:
+    import reward_auditor.scorers as S
+    rm = S.load_scorer(str(model_dir), batch_size=batch_size, **kw)
+    frame = synthetic_pairs(n_pairs, mu=mu)
+    rm.score_pairs(frame.iloc[:batch_size], progress=False)  # warm-up
+    bucketed, t_b = timed(rm.score_pairs, frame, progress=False)
+    waste_b = rm.last_report["padding_waste"]
+    tokens = rm.last_report["tokens"] / rm.last_report["computed"]
+    in_order = lambda lengths, bs, mt=None: [list(range(i, min(i + bs, len(lengths)))) for i in range(0, len(lengths), bs)]
+    saved = S.length_batches
+    S.length_batches = in_order
+    try:
+        unsorted, t_u = timed(rm.score_pairs, frame, progress=False)
+        waste_u = rm.last_report["padding_waste"]
+    finally:
+        S.length_batches = saved
+    naive, t_n = timed(naive_loop, rm, frame.iloc[:n_naive])
+    err = float(np.max(np.abs(naive - bucketed["margin"].to_numpy()[:n_naive])))
+    r = {"label": label, "device": rm.device, "dtype": str(rm.dtype).replace("torch.", ""), "pairs": n_pairs,
+         "bucketed_pairs_s": n_pairs / t_b, "unsorted_pairs_s": n_pairs / t_u, "naive_pairs_s": n_naive / t_n,
+         "padding_waste_bucketed": waste_b, "padding_waste_unsorted": waste_u, "max_abs_diff_vs_naive": err}
+    print(f"\n[{label}] {rm.device} {r['dtype']}, batch {batch_size}, {n_pairs} pairs, {tokens:.0f} tokens/text "
+          f"on average (naive loop on {n_naive})")
+    print(f"  bucketed batches : {r['bucketed_pairs_s']:9.1f} pairs/s   padding waste {waste_b:6.1%}")
+    print(f"  batches in order : {r['unsorted_pairs_s']:9.1f} pairs/s   padding waste {waste_u:6.1%}")
+    print(f"  naive, 1 pair    : {r['naive_pairs_s']:9.1f} pairs/s")
+    print(f"  ratio bucketed / naive    = {r['bucketed_pairs_s'] / r['naive_pairs_s']:.2f}x")
+    print(f"  ratio bucketed / in-order = {r['bucketed_pairs_s'] / r['unsorted_pairs_s']:.2f}x")
+    print(f"  max |margin difference| naive vs bucketed = {err:.2e}")
+    return r
+
+
+def stand_in_conditions(frame: pd.DataFrame, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """Ten conditions with the paper's shape: 5 prompt-side, 5 response-side, with realistic no-op shares
+    (PH leaves ~41% of prompts alone; SP leaves already-structured answers alone)."""
+    rng = np.random.default_rng(seed)
+    n = len(frame)
+    def edit(col, rate, suffix):
+        hit = rng.random(n) < rate
+        f = frame.copy()
+        for c in ([col] if col == "prompt" else ["chosen", "rejected"]):
+            f[c] = [t + suffix if h else t for t, h in zip(f[c], hit)]
+        return f.assign(changed=hit)
+    return {"EF": edit("prompt", 1.0, ' """'), "PH": edit("prompt", 0.59, " ."), "IU": edit("prompt", 1.0, " @u_x9"),
+            "IW": edit("prompt", 1.0, " https://example.com/a"), "CN": edit("prompt", 0.97, " teh"),
+            "ST": edit("response", 0.95, " indeed"), "LE": edit("response", 1.0, " More detail follows."),
+            "SP": edit("response", 0.7, "\n- point"), "LC": edit("response", 1.0, " (es)"),
+            "SLC": edit("response", 1.0, " (es, md)")}
+
+
+def conditions_for(frame: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], str]:
+    try:
+        from reward_auditor.perturbations import perturb
+        conds = perturb(frame, names="all", seed=0)
+        return {k: c.frame for k, c in conds.items()}, "reward_auditor.perturbations"
+    except Exception as e:  # the perturbation module or its resources are absent: same shape, simple edits
+        return stand_in_conditions(frame), f"stand-in edits ({type(e).__name__})"
+
+
+def dedup(model_dir, n_pairs: int, batch_size: int) -> dict:
+    from reward_auditor.cache import ScoreCache
+    from reward_auditor.scorers import load_scorer
+    frame = synthetic_pairs(n_pairs, seed=1)
+    conds, source = conditions_for(frame)
+    rm = load_scorer(str(model_dir), batch_size=batch_size)
+    with tempfile.TemporaryDirectory() as d:
+        cache = ScoreCache(Path(d) / "bench.sqlite")
+        t0 = time.perf_counter()
+        rm.score_pairs(frame, cache=cache, progress=False)
+        computed = rm.last_counts["computed"]
+        for f in conds.values():
+            rm.score_pairs(f, cache=cache, progress=False)
+            computed += rm.last_counts["computed"]
+        t_cache = time.perf_counter() - t0
+    per_pert = 10 * 2 * (2 * n_pairs)  # each perturbation re-scores orig and perturbed, chosen and rejected
+    t0 = time.perf_counter()
+    for f in conds.values():
+        rm.score_pairs(frame, progress=False)
+        rm.score_pairs(f, progress=False)
+    t_naive = time.perf_counter() - t0
+    print(f"\n[dedup] {n_pairs} pairs, orig + {len(conds)} conditions from {source}")
+    print(f"  forward passes (texts scored), re-scoring originals per perturbation: {per_pert}")
+    print(f"  forward passes with the score cache (originals once, unchanged reused): {computed}")
+    print(f"  ratio = {per_pert / computed:.2f}x fewer forward passes;  wall time {t_naive:.1f}s -> {t_cache:.1f}s "
+          f"({t_naive / t_cache:.2f}x)")
+    return {"naive_forwards": per_pert, "cached_forwards": computed, "source": source}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=512)
+    ap.add_argument("--naive-pairs", type=int, default=128)
+    ap.add_argument("--dedup-pairs", type=int, default=160)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--real", default=None, help="a real reward model (folder or hub id) to measure as well")
+    ap.add_argument("--real-pairs", type=int, default=1024)
+    args = ap.parse_args(argv)
+    import torch
+    torch.manual_seed(0)
+    if not torch.cuda.is_available():
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    from tiny_models import tiny_rm
+    with tempfile.TemporaryDirectory() as d:
+        rm_dir = tiny_rm(Path(d) / "tiny-rm")
+        throughput(rm_dir, args.pairs, args.naive_pairs, args.batch_size, "tiny llama RM, hidden 32, short texts",
+                   mu=1.8)
+        throughput(rm_dir, args.pairs, args.naive_pairs, args.batch_size, "tiny llama RM, hidden 32, long texts",
+                   mu=3.0)
+        dedup(rm_dir, args.dedup_pairs, args.batch_size)
+    if args.real:
+        throughput(args.real, args.real_pairs, min(args.naive_pairs, args.real_pairs), args.batch_size,
+                   f"real RM {args.real}", max_length=2048)
+
+
+if __name__ == "__main__":
+    main()

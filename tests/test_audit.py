@@ -1,0 +1,173 @@
+"""The audit across modules: the control scorers' verdicts on the sample, the shared sign stream, presets,
+file-based conditions, skipped backends and save/load."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats as sst
+
+from conftest import shared_file
+from reward_auditor import perturbations as pt
+from reward_auditor import stats
+from reward_auditor.audit import AuditError, AuditResult, audit, differences, family_seed
+from reward_auditor.data import load_sample
+
+CONTROLS = ["overlap", "length", "noise"]
+
+
+@pytest.fixture(scope="module")
+def controls():
+    "The demo's audit: the sample, the three controls, all ten perturbations, B = 10,000, BH at 0.05."
+    return audit("sample", CONTROLS, "all", seed=0, permutations=10_000, progress=False)
+
+
+def test_table_shape_and_columns(controls):
+    t = controls.table
+    assert len(t) == 3 * 5 * 10
+    for col in ["model", "subset", "perturbation", "group", "n", "n_changed", "accuracy_before", "accuracy_after",
+                "mean_delta", "effect_size", "d_z", "g_z", "d_av", "d_rm", "t", "p", "p_adjusted", "p_by",
+                "significant", "stars", "r_S", "verdict"]:
+        assert col in t.columns, col
+    assert set(t.loc[t["perturbation"].isin(["EF", "PH", "IU", "IW", "CN"]), "group"]) == {"controlled"}
+    assert set(t.loc[t["perturbation"].isin(["ST", "LE", "SP", "LC", "SLC"]), "group"]) == {"stylized"}
+
+
+def test_overlap_flags_translation(controls):
+    t = controls.table
+    if controls.manifest["skipped_perturbations"]:
+        pytest.skip(f"translation backend missing: {controls.manifest['skipped_perturbations']}")
+    ov = t[(t["model"] == "overlap") & t["significant"]]
+    assert {"LC", "SLC"} <= set(ov["perturbation"])
+    # translated answers share no English words with the prompt: the confidence falls in every flagged subset
+    assert (ov.loc[ov["perturbation"].isin(["LC", "SLC"]), "effect_size"] > 0).all()
+
+
+def test_noise_flags_nothing(controls):
+    t = controls.table
+    noise = t[t["model"] == "noise"]
+    assert not noise["significant"].any()
+    assert (noise["verdict"] == "NO_EVIDENCE").all()
+    assert noise["p"].min() > 0.001  # nothing even close
+
+
+def test_length_cannot_move_on_prompt_side(controls):
+    t, it = controls.table, controls.items
+    prompt_side = t[(t["model"] == "length") & (t["side"] == "prompt")]
+    assert (prompt_side["mean_delta"] == 0).all() and not prompt_side["significant"].any()
+    le = t[(t["model"] == "length") & (t["perturbation"] == "LE")]
+    assert (le["len_change_chosen"] > 0).all() and (le["len_change_rejected"] > 0).all()
+    assert (it.loc[~it["changed"], "delta"] == 0).all()
+
+
+def test_family_matches_independent_tests(controls):
+    "Each p equals a single test on the same sign stream; BH equals scipy; d_z equals paired t / sqrt(N)."
+    it, t = controls.items, controls.table
+    fam = it[(it["model"] == "overlap") & (it["subset"] == "chat")]
+    seed = family_seed(0, "chat")
+    rows = t[(t["model"] == "overlap") & (t["subset"] == "chat")].set_index("perturbation")
+    for name in ["IW", "LC", "LE", "EF"]:
+        f = fam[fam["perturbation"] == name].sort_values("id")
+        d = differences(f["margin_before"].to_numpy(), f["margin_after"].to_numpy(), "prob")
+        single = stats.signflip_test(d, B=10_000, seed=seed)
+        assert rows.loc[name, "p"] == pytest.approx(single.pvalue, abs=1e-12)
+        m0 = stats.confidence(f["margin_before"].to_numpy(), "prob")
+        m1 = stats.confidence(f["margin_after"].to_numpy(), "prob")
+        if np.std(m0 - m1) > 0:
+            tt = sst.ttest_rel(m0, m1)
+            assert rows.loc[name, "t"] == pytest.approx(tt.statistic, rel=1e-9)
+            assert rows.loc[name, "d_z"] == pytest.approx(tt.statistic / np.sqrt(len(d)), rel=1e-9)
+    np.testing.assert_allclose(rows["p_adjusted"].to_numpy(),
+                               sst.false_discovery_control(rows["p"].to_numpy()), rtol=1e-12)
+
+
+def test_accuracy_before_after(controls):
+    it, t = controls.items, controls.table
+    f = it[(it["model"] == "overlap") & (it["subset"] == "math") & (it["perturbation"] == "LC")]
+    row = t[(t["model"] == "overlap") & (t["subset"] == "math") & (t["perturbation"] == "LC")].iloc[0]
+    assert row["accuracy_before"] == pytest.approx((f["margin_before"] > 0).mean())
+    assert row["accuracy_after"] == pytest.approx((f["margin_after"] > 0).mean())
+    assert row["n_changed"] == int(f["changed"].sum())
+
+
+def test_manifest_records_what_was_used(controls):
+    m = controls.manifest
+    assert m["settings"]["permutations"] == 10_000 and m["settings"]["scale"] == "prob"
+    assert set(m["perturbations"]) == set(controls.table["perturbation"])
+    assert m["perturbations"]["LC"]["resources"].get("backend") == "apertium"
+    assert set(m["models"]) == set(CONTROLS) and all(v["fingerprint"] for v in m["models"].values())
+    assert m["scores"]["computed"] > 0 and m["data"]["n_items"] == 80
+    json.dumps(m)  # JSON-safe
+
+
+def test_save_load_and_determinism(tmp_path):
+    a = audit("sample", ["noise", "overlap"], ["EF", "IU"], seed=3, permutations=2000, out=tmp_path / "a",
+              progress=False)
+    b = audit("sample", ["noise", "overlap"], ["EF", "IU"], seed=3, permutations=2000, progress=False)
+    pd.testing.assert_frame_equal(a.table, b.table)
+    back = AuditResult.load(tmp_path / "a")
+    pd.testing.assert_frame_equal(back.table, a.table)
+    pd.testing.assert_frame_equal(back.items, a.items)
+    assert (tmp_path / "a" / "scores.sqlite").exists()
+    c = audit("sample", ["noise"], ["EF", "IU"], seed=4, permutations=2000, progress=False)
+    assert not np.array_equal(c.table["p"].to_numpy(), b.table[b.table["model"] == "noise"]["p"].to_numpy())
+
+
+def test_paper_code_preset():
+    r = audit("sample", ["overlap"], ["IW", "CN"], preset="paper-code", permutations=2000, progress=False)
+    t = r.table
+    assert r.manifest["settings"]["scale"] == "nll" and r.manifest["settings"]["effect_ddof"] == 0
+    np.testing.assert_allclose(t["effect_size"], t["d_z0"])
+    # nll differences are oriented so that a confidence drop is positive, like every other scale
+    it = r.items
+    assert ((it["delta"] > 0) == (it["margin_after"] < it["margin_before"])).all()
+    assert set(t["stars"]) <= {"ns", "*", "**", "***", "****"}
+
+
+def test_family_model_pools_subsets():
+    r = audit("sample", ["overlap"], ["IW"], family="model", permutations=2000, progress=False)
+    assert list(r.table["subset"]) == ["all"] and r.table["n"].iloc[0] == 80
+
+
+def test_margin_auto():
+    r = audit("sample", ["overlap", "noise"], ["IW", "LC"], margin="auto", permutations=2000, progress=False)
+    t = r.table
+    quiet = t.loc[~t["significant"], "effect_size"]
+    assert r.manifest["settings"]["margin_used"] == pytest.approx(max(quiet.max(), 0.0))
+    assert ((t["verdict"] == "UNSUITABLE") == (t["significant"] & (t["effect_size"] > r.manifest["settings"]["margin_used"]))).all()
+
+
+def test_missing_backend_is_skipped_and_recorded():
+    def needs_backend(text, rng):
+        raise pt.MissingResourceError("the frobnicator backend is not installed")
+
+    pt.register(needs_backend, name="XTEST", side="response", group="stylized")
+    try:
+        r = audit("sample", ["noise"], ["EF", "XTEST"], permutations=500, progress=False)
+        with pytest.raises(AuditError, match="XTEST"):
+            audit("sample", ["noise"], ["EF", "XTEST"], permutations=500, progress=False, on_unavailable="error")
+    finally:
+        del pt.registry["XTEST"]
+    assert "XTEST" in r.manifest["skipped_perturbations"]
+    assert any("frobnicator" in w for w in r.manifest["warnings"])
+    assert set(r.table["perturbation"]) == {"EF"}
+
+
+def test_bad_arguments():
+    with pytest.raises(AuditError, match="permutations"):
+        audit("sample", ["noise"], ["EF"], permutations=0)
+    with pytest.raises(AuditError, match="'XX'"):
+        audit("sample", ["noise"], ["EF", "XX"])
+    with pytest.raises(AuditError, match="scale"):
+        audit("sample", ["noise"], ["EF"], scale="odds")
+
+
+def test_file_based_conditions():
+    "The paper's prompt-perturbation file: five conditions from the file; a length scorer cannot see prompts."
+    path = shared_file("reward-auditor", "chat_filtered_prompt_disturbance.json")
+    r = audit(None, ["length", "overlap"], None, conditions=path, permutations=1000, progress=False)
+    t = r.table
+    assert set(t["perturbation"]) == {"EF", "PH", "IU", "IW", "CN"}
+    assert (t.loc[t["model"] == "length", "mean_delta"] == 0).all()
+    ph = t[(t["model"] == "overlap") & (t["perturbation"] == "PH")].iloc[0]
+    assert ph["n_changed"] < ph["n"]  # the paper's PH left some prompts unchanged

@@ -1,0 +1,189 @@
+"""The `reward-auditor` command in subprocesses: the demo end to end, audit + report, the bad-input table,
+--debug, and resume after kill -9 mid-scoring with a tiny model."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, cwd=None, timeout=240, **kw):
+    "Run `python -m reward_auditor.cli ARGS` with the checkout importable; returns CompletedProcess."
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+           "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.run([sys.executable, "-m", "reward_auditor.cli", *map(str, args)], cwd=cwd or REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def test_demo_end_to_end(tmp_path):
+    out = tmp_path / "demo"
+    r = cli("demo", "--out", out, "-q")
+    assert r.returncode == 0, r.stderr
+    assert f"report: {out / 'report.html'}" in r.stdout
+    assert "noise: nothing significant" in r.stdout
+    for f in ("results.parquet", "items.parquet", "texts.parquet", "manifest.json", "scores.sqlite",
+              "report.html", "report.ipynb", "run.json"):
+        assert (out / f).exists(), f
+    t = pd.read_parquet(out / "results.parquet")
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["settings"]["permutations"] == 10_000 and m["settings"]["alpha"] == 0.05
+    assert len(t) == 3 * 5 * (10 - len(m["skipped_perturbations"]))
+    assert not t.loc[t["model"] == "noise", "significant"].any()
+    if not m["skipped_perturbations"]:
+        flagged = set(t.loc[(t["model"] == "overlap") & t["significant"], "perturbation"])
+        assert {"LC", "SLC"} <= flagged
+    page = (out / "report.html").read_text()
+    assert "(length control)" in page and "Risk table" in page
+
+    # the same command again reuses the stored conditions; the numbers are identical
+    r2 = cli("demo", "--out", out, "-q", "--no-report")
+    assert r2.returncode == 0, r2.stderr
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), t)
+
+    # the report subcommand on the saved run
+    r3 = cli("report", out, "--by", "subset", "-q")
+    assert r3.returncode == 0, r3.stderr
+    assert str(out / "report-by-subset.html") in r3.stdout and (out / "report-by-subset.html").exists()
+
+
+def test_audit_controls_command(tmp_path):
+    run = tmp_path / "controls"
+    r = cli("audit", "--data", "sample", "--scorer", "overlap", "--scorer", "length", "--scorer", "noise",
+            "--perturbations", "EF,LC", "-B", "2000", "--out", run, "--no-report", "-q")
+    assert r.returncode == 0, r.stderr
+    assert not (run / "report.html").exists() and "noise: nothing significant" in r.stdout
+    saved = json.loads((run / "run.json").read_text())
+    assert saved["scorer"] == ["overlap", "length", "noise"] and saved["permutations"] == 2000
+    t = pd.read_parquet(run / "results.parquet")
+    assert set(t["perturbation"]) <= {"EF", "LC"} and set(t["model"]) == {"overlap", "length", "noise"}
+
+
+def test_perturb_command(tmp_path):
+    out = tmp_path / "conds.jsonl"
+    r = cli("perturb", "--data", "sample", "--perturbations", "EF,LE", "--out", out, "-q")
+    assert r.returncode == 0, r.stderr
+    f = pd.read_json(out, lines=True)
+    assert set(f["perturbation"]) == {"EF", "LE"} and len(f) == 160
+    assert "EF: 80 of 80 items changed" in r.stdout
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["heterogeneity", "{d}/nope.json"], "nope.json"),
+    (["protocol", "{d}/nope.csv"], "nope.csv"),
+    (["meta", "{d}/nope"], "nope"),
+    (["verifier-audit", "--verifier", "nope"], "'nope'"),
+])
+def test_diagnostics_bad_input(argv, fragment, tmp_path):
+    r = cli(*[a.format(d=tmp_path) for a in argv])
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and fragment in r.stderr
+
+
+@pytest.fixture(scope="module")
+def bad_inputs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    (d / "malformed.jsonl").write_text('{"id": "a", "subset": "s", "prompt": "p", "chosen": "c", "rejected": "r"}\n'
+                                       '{"id": "b", "subset": "s", "prompt": "p", "chosen": "c"}\n')
+    (d / "notjson.jsonl").write_text('{"id": "a", "subset": "s", "prompt": "p", "chosen": "c", "rejected": "r"}\n'
+                                     '{"id": "b", "prompt": \n')
+    (d / "not-a-model").mkdir()
+    (d / "not-a-model" / "weights.txt").write_text("nothing here")
+    (d / "a-file").write_text("")
+    return d
+
+
+BAD = {
+    "missing file": (["--data", "{d}/nope.jsonl", "--scorer", "noise"], "nope.jsonl"),
+    "malformed row": (["--data", "{d}/malformed.jsonl", "--scorer", "noise"], "malformed.jsonl"),
+    "not json": (["--data", "{d}/notjson.jsonl", "--scorer", "noise"], "line 2"),
+    "unknown perturbation": (["--data", "sample", "--scorer", "noise", "--perturbations", "EF,XX"], "'XX'"),
+    "unknown scorer": (["--data", "sample", "--scorer", "nosie"], "'nosie'"),
+    "model dir not a model": (["--data", "sample", "--model", "{d}/not-a-model"], "not-a-model"),
+    "unwritable out": (["--data", "sample", "--scorer", "noise", "--out", "{d}/a-file/run"], "--out"),
+    "zero permutations": (["--data", "sample", "--scorer", "noise", "--permutations", "0"], "permutations"),
+    "no scorer": (["--data", "sample"], "--model/--scorer"),
+    "resume without run": (["--resume"], "--resume"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input(case, bad_inputs, tmp_path):
+    args, fragment = BAD[case]
+    args = [a.format(d=bad_inputs) for a in args]
+    if "--out" not in args:
+        args += ["--out", str(tmp_path / "run")]
+    r = cli("audit", *args, "-q", timeout=120)
+    assert r.returncode == 2, (case, r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("reward-auditor: error: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_debug_shows_traceback(tmp_path):
+    r = cli("audit", "--data", str(tmp_path / "nope.jsonl"), "--scorer", "noise", "--out", tmp_path / "o",
+            "--debug")
+    assert r.returncode == 2
+    assert "Traceback" in r.stderr and r.stderr.strip().splitlines()[-1].startswith("reward-auditor: error:")
+
+
+def test_bad_report_and_usage(tmp_path):
+    r = cli("report", tmp_path)
+    assert r.returncode == 2 and "results.parquet" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = cli("frobnicate")
+    assert r.returncode == 2 and r.stderr.startswith("reward-auditor: error:")
+
+
+def _cache_rows(path: Path) -> int:
+    import sqlite3
+    if not path.exists():
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)
+        tables = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
+        n = sum(con.execute(f'select count(*) from "{t}"').fetchone()[0] for t in tables if "score" in t.lower())
+        con.close()
+        return n
+    except sqlite3.Error:
+        return 0
+
+
+def test_resume_after_kill(tmp_path):
+    "kill -9 in the middle of scoring, resume with --resume: the same results as an uninterrupted run."
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny_models import tiny_rm
+    rm = tiny_rm(tmp_path / "rm")
+    args = ["--data", "sample", "--model", rm, "--perturbations", "EF,PH,LE,SP", "-B", "1000",
+            "--batch-size", "1", "--device", "cpu", "--no-report", "-q"]
+    full = cli("audit", *args, "--out", tmp_path / "full", timeout=300)
+    assert full.returncode == 0, full.stderr
+
+    out = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "reward_auditor.cli", "audit", *map(str, args), "--out", str(out)],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and _cache_rows(out / "scores.sqlite") < 50:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "results.parquet").exists()
+    done_before = _cache_rows(out / "scores.sqlite")
+    assert done_before >= 50
+
+    resumed = cli("audit", "--out", out, "--resume", "-q", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["scores"]["cached"] >= done_before  # what was scored before the kill was not scored again
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"),
+                                  pd.read_parquet(tmp_path / "full" / "results.parquet"))
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "items.parquet"),
+                                  pd.read_parquet(tmp_path / "full" / "items.parquet"))

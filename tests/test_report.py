@@ -1,0 +1,68 @@
+"""Papermill rendering of the three report templates to self-contained HTML, with hostile dataset text."""
+import html
+import re
+
+import pytest
+
+from reward_auditor.audit import audit
+from reward_auditor.data import load_sample
+from reward_auditor.report import ReportError, render
+
+PAYLOAD = '<script>alert("xss")</script><img src=x onerror=alert(1)>'
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    "A small run whose prompts, answers, a subset name and an id all carry markup."
+    d = load_sample()
+    d["prompt"] = d["prompt"] + " " + PAYLOAD
+    d["chosen"] = d["chosen"] + " <b>bold?</b>"
+    d["subset"] = d["subset"].replace({"chat": "<i>chat</i>"})
+    d.loc[0, "id"] = "<u>id-0</u>"
+    out = tmp_path_factory.mktemp("runs") / "hostile"
+    audit(d, ["overlap", "length", "noise"], ["EF", "IU", "LE"], permutations=500, out=out, progress=False)
+    return out
+
+
+def _assert_safe(page: str, texts_shown: bool = True):
+    assert "<script>alert" not in page and "<img src=x" not in page and "<i>chat</i>" not in page
+    assert "<u>id-0</u>" not in page and "<b>bold?</b>" not in page
+    assert "&lt;i&gt;chat&lt;/i&gt;" in page
+    if texts_shown:
+        assert "&lt;script&gt;alert" in page and "&lt;b&gt;bold?&lt;/b&gt;" in page
+    # self-contained: images embedded, no script or stylesheet fetched from elsewhere
+    assert not re.search(r"<script[^>]+src=", page)
+    assert not re.search(r"<link[^>]+href=\"http", page)
+
+
+def test_model_report(run_dir):
+    rep = render(run_dir)
+    page = rep.html.read_text()
+    _assert_safe(page)
+    assert rep.notebook.exists()
+    assert page.count("data:image/png;base64") >= 4  # radar, 3 distributions, accuracy vs suitability
+    for heading in ["Findings", "Risk table", "Radar charts per subset", "largest degradation",
+                    "Accuracy change versus suitability", "What the control scorers show", "Manifest"]:
+        assert heading in page, heading
+    assert "&lt;u&gt;id-0&lt;/u&gt;" in page or "id-0" not in page  # ids shown only escaped
+    assert "(length control)" in page and "(lexical-overlap control)" in page and "(hash-noise control)" in page
+    assert "def " not in page and "import reward_auditor" not in page  # code cells are excluded
+
+
+def test_subset_and_compare_reports(run_dir, tmp_path):
+    sub = render(run_dir, by="subset")
+    _assert_safe(sub.html.read_text(), texts_shown=False)
+    assert "share of models significant" in sub.html.read_text() or "share_significant" in sub.html.read_text()
+    cmp = render(run_dir, compare=[run_dir], out=tmp_path / "cmp")
+    page = cmp.html.read_text()
+    _assert_safe(page, texts_shown=False)
+    assert "Meta-evaluation" in page and "data:image/png;base64" in page
+    assert cmp.html.parent == tmp_path / "cmp"
+
+
+def test_report_errors(tmp_path):
+    with pytest.raises(ReportError, match="results.parquet"):
+        render(tmp_path)
+    with pytest.raises(ReportError, match="grouping"):
+        (tmp_path / "results.parquet").write_text("")
+        render(tmp_path, by="model-and-more")
