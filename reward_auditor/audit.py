@@ -13,21 +13,24 @@ import platform
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from . import data as ra_data
 from . import multiplicity as ra_multiplicity
+from . import perturbations as ra_perturbations
+from . import scorers as ra_scorers
 from . import stats as ra_stats
 
 # %% auto #0
-__all__ = ['PRESETS', 'SCALES', 'FAMILIES', 'EFFECT_FIELDS', 'TABLE_COLUMNS', 'AuditError', 'AuditSettings', 'perturbation_names',
-           'data_fingerprint', 'make_conditions', 'conditions_from_file', 'resolve_scorers', 'score_conditions',
-           'family_seed', 'differences', 'family_table', 'decide', 'AuditResult', 'package_versions', 'audit']
+__all__ = ['PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS', 'TABLE_COLUMNS', 'AuditError',
+           'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions',
+           'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table', 'decide', 'AuditResult',
+           'package_versions', 'audit', 'check_writable']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -53,6 +56,7 @@ class AuditSettings:
     family: str = "subset"
     effect_ddof: int = 1
     stars: str = "adjusted"
+    two_sided: bool = True
     preset: str | None = None
 
     def __post_init__(self):
@@ -77,14 +81,9 @@ class AuditSettings:
             raise AuditError(f"margin must be a number >= 0 or 'auto', got {self.margin!r} (margin)")
 
 # %% ../nbs/07_audit.ipynb #41f2c1cb
-def _perturbations():
-    from reward_auditor import perturbations
-    return perturbations
-
-
 def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
     "Resolve `'all'`, a comma-separated string or a list to registered perturbation names (unknown → AuditError)."
-    pt = _perturbations()
+    pt = ra_perturbations
     reg = pt.registry
     if names is None:
         return []
@@ -127,7 +126,7 @@ def _jsonable(x):
 
 def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping) -> str:
     "What a stored condition depends on: the data, the perturbation and its version, the seed and options."
-    p = _perturbations().registry[name]
+    p = ra_perturbations.registry[name]
     blob = json.dumps([data_fingerprint(data), name, str(getattr(p, "version", "")), int(seed),
                        {k: repr(v) for k, v in sorted(options.items())}])
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -141,7 +140,7 @@ def _load_condition(store: Path, name: str, key: str):
     m = json.loads(meta.read_text())
     if m.get("key") != key:
         return None
-    return _perturbations().Condition(name, m["side"], m["group"], pd.read_parquet(frame), m["record"])
+    return ra_perturbations.Condition(name, m["side"], m["group"], pd.read_parquet(frame), m["record"])
 
 
 def _save_condition(store: Path, cond, key: str) -> None:
@@ -155,8 +154,8 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
                     on_unavailable: str = "skip", progress: bool = False, store: str | Path | None = None,
                     **options) -> tuple[dict, dict[str, str]]:
     "Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason})."
-    from tqdm.auto import tqdm
-    pt = _perturbations()
+    from tqdm import tqdm
+    pt = ra_perturbations
     conds, skipped = {}, {}
     for name in tqdm(perturbation_names(names), desc="perturb", disable=not progress, leave=False):
         key = _condition_key(data, name, seed, options) if store is not None else None
@@ -175,25 +174,48 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
     return conds, skipped
 
 
-def conditions_from_file(path: str | Path, data: pd.DataFrame | None = None,
-                         mapping: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, dict]:
-    "Read externally perturbed conditions (`data.load_perturbed`) → (original frame, {name: Condition})."
-    pt = _perturbations()
-    frames = ra_data.load_perturbed(path, mapping=mapping)
-    orig = frames.pop("orig")
-    conds = {}
-    for name, frame in frames.items():
-        reg = pt.registry.get(name)
-        conds[name] = pt.condition_from_frame(name, orig, frame, side=getattr(reg, "side", None),
-                                              group=getattr(reg, "group", None))
-    return orig, conds
+MAPPINGS = ("default", "paper")
+
+
+def _file_mapping(path: Path, mapping: Any) -> Mapping | None:
+    "The column → name mapping for one file: None (the names that describe the content), 'paper' or a dict."
+    if mapping is None or mapping == "default":
+        return None
+    if isinstance(mapping, Mapping):
+        return mapping
+    if mapping == "paper":  # the paper's labels for the response files; prompt and RM-Bench files keep theirs
+        recs = ra_data.read_records(path)[0]
+        return dict(ra_data.PAPER_RESPONSE_LABELS) if ra_data.detect_format(recs[:1]) == "perturbed-response" \
+            else None
+    raise AuditError(f"unknown mapping {mapping!r} (mapping): use 'default', 'paper' or a dict of column → name")
+
+
+def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = None, *, domain: str | None = None,
+                    errors: str = "raise") -> tuple[pd.DataFrame, dict]:
+    "Conditions from externally perturbed files (`perturbations.conditions_from_file`) → (original, {name: Condition})."
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    original, out = None, {}
+    for path in map(Path, paths):
+        conds = ra_perturbations.conditions_from_file(path, _file_mapping(path, mapping), domain=domain,
+                                                      errors=errors)
+        for name, cond in conds.items():
+            if original is None:
+                original = cond.original
+            elif set(cond.original["id"]) != set(original["id"]):
+                raise AuditError(f"{path}: its items differ from those of the first conditions file (ids); "
+                                 "audit files of the same items together, or run them separately (conditions)")
+            if name in out:
+                raise AuditError(f"{path}: condition {name!r} comes from two files; rename one with a mapping "
+                                 "(conditions)")
+            f = cond.frame.set_index(cond.frame["id"].astype(str)).loc[original["id"].astype(str)]
+            cond.frame = f.reset_index(drop=True)
+            out[name] = cond
+    if original is None:
+        raise AuditError("no condition in the conditions files (conditions): check the files and the mapping")
+    return original.reset_index(drop=True), out
 
 # %% ../nbs/07_audit.ipynb #7fcabcc5
-def _scorers():
-    from reward_auditor import scorers
-    return scorers
-
-
 def resolve_scorers(scorers: Any) -> list:
     "Turn a spec, a Scorer, a callable or a list of them into a list of Scorer objects (`scorers.load_scorer`)."
     if scorers is None:
@@ -202,7 +224,7 @@ def resolve_scorers(scorers: Any) -> list:
         scorers = [scorers]
     out = []
     for s in scorers:
-        out.append(s if hasattr(s, "score_pairs") else _scorers().load_scorer(str(s) if isinstance(s, Path) else s))
+        out.append(s if hasattr(s, "score_pairs") else ra_scorers.load_scorer(str(s) if isinstance(s, Path) else s))
     names = [s.name for s in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -230,32 +252,40 @@ def _counts(scorer) -> dict[str, int]:
     return {"computed": int(c.get("computed", 0)), "cached": int(c.get("cached", 0))}
 
 
+SCORE_COLUMNS = ("margin", "reward_chosen", "reward_rejected")
+
+
 def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, Any], cache=None,
                      progress: bool = False) -> tuple[pd.DataFrame, dict]:
-    "Margins of one scorer on `orig` and every condition → (long item frame, {condition: counts})."
-    from tqdm.auto import tqdm
+    "Margins (and rewards, when the scorer gives them) of one scorer on `orig` and every condition → (items, counts)."
+    from tqdm import tqdm
     cols = ["id", "subset", "prompt", "chosen", "rejected"]
     base = scorer.score_pairs(original[cols], cache=cache, progress=progress)
     counts = {"orig": _counts(scorer)}
-    m0 = pd.Series(base["margin"].to_numpy(float), index=base["id"].astype(str))
-    if not m0.index.is_unique or set(m0.index) != set(original["id"].astype(str)):
+    base = base.assign(id=base["id"].astype(str)).set_index("id")
+    keep = [c for c in SCORE_COLUMNS if c in base.columns]
+    if not base.index.is_unique or set(base.index) != set(original["id"].astype(str)):
         raise AuditError(f"scorer {scorer.name} returned ids that do not match the data (scorers)")
     rows = []
     for name, cond in tqdm(conditions.items(), desc=f"score {scorer.name}", disable=not progress, leave=False):
         f = cond.frame
+        ids = f["id"].astype(str)
         changed = f["changed"].to_numpy(bool)
-        after = m0.reindex(f["id"].astype(str)).to_numpy(float).copy()
+        before = base.reindex(ids)[keep]
+        after = before.copy()  # an unchanged item keeps its original scores: its difference is exactly 0
         if changed.any():
             res = scorer.score_pairs(f.loc[changed, cols], cache=cache, progress=progress)
-            got = pd.Series(res["margin"].to_numpy(float), index=res["id"].astype(str))
-            after[changed] = got.reindex(f.loc[changed, "id"].astype(str)).to_numpy(float)
+            res = res.assign(id=res["id"].astype(str)).set_index("id")
+            after.loc[changed, keep] = res.reindex(ids[changed])[keep].to_numpy(float)
             counts[name] = _counts(scorer)
         else:
             counts[name] = {"computed": 0, "cached": 0}
-        rows.append(pd.DataFrame({
-            "model": scorer.name, "subset": f["subset"].astype(str).to_numpy(), "id": f["id"].astype(str).to_numpy(),
-            "perturbation": name, "changed": changed,
-            "margin_before": m0.reindex(f["id"].astype(str)).to_numpy(float), "margin_after": after}))
+        frame = pd.DataFrame({"model": scorer.name, "subset": f["subset"].astype(str).to_numpy(),
+                              "id": ids.to_numpy(), "perturbation": name, "changed": changed})
+        for c in keep:
+            frame[f"{c}_before"] = before[c].to_numpy(float)
+            frame[f"{c}_after"] = after[c].to_numpy(float)
+        rows.append(frame)
     items = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
         columns=["model", "subset", "id", "perturbation", "changed", "margin_before", "margin_after"])
     return items, counts
@@ -288,9 +318,14 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
     D = differences(mb, ma, settings.scale)
     finite = np.isfinite(D)
     testable = finite.sum(axis=0) >= 2
-    pvals = np.full(len(names), np.nan)
+    pvals, pless = np.full(len(names), np.nan), np.full(len(names), np.nan)
     if testable.any():  # one shared sign stream for the whole family: the fast path
-        pvals[testable] = ra_stats.signflip_tests(D[:, testable], B=settings.permutations, seed=seed).pvalue
+        Dt = D[:, testable]
+        if settings.two_sided:  # the lower tail of D is the upper tail of −D: same signs, one pass, both tails
+            res = ra_stats.signflip_tests(np.hstack([Dt, -Dt]), B=settings.permutations, seed=seed).pvalue
+            pvals[testable], pless[testable] = res[:Dt.shape[1]], res[Dt.shape[1]:]
+        else:
+            pvals[testable] = ra_stats.signflip_tests(Dt, B=settings.permutations, seed=seed).pvalue
     rows = []
     for k, name in enumerate(names):
         ok = finite[:, k]
@@ -316,6 +351,10 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
     t["p_adjusted"] = np.asarray(adj.p_adjusted, float)
     t["p_by"] = np.asarray(ra_multiplicity.adjust(t["p"].to_numpy(float), method="by",
                                                   alpha=settings.alpha).p_adjusted, float)
+    if settings.two_sided:  # the improvement tail, adjusted by the same procedure within the same family
+        t["p_less"] = pless
+        t["p_less_adjusted"] = np.asarray(ra_multiplicity.adjust(
+            pless, method=settings.multiplicity, groups=t["group"].to_numpy(), alpha=settings.alpha).p_adjusted, float)
     return t
 
 # %% ../nbs/07_audit.ipynb #a6445fde
@@ -330,7 +369,8 @@ def decide(table: pd.DataFrame, settings: AuditSettings) -> tuple[pd.DataFrame, 
     rr = ra_stats.risk_report(t["effect_size"].to_numpy(float), t["p_adjusted"].to_numpy(float),
                               alpha=settings.alpha, margin=float(margin),
                               star_scheme="paper-code" if settings.stars == "raw" else "adjusted",
-                              p_raw=t["p"].to_numpy(float) if settings.stars == "raw" else None)
+                              p_raw=t["p"].to_numpy(float) if settings.stars == "raw" else None,
+                              p_less_adjusted=t["p_less_adjusted"].to_numpy(float) if "p_less_adjusted" in t else None)
     for col in ("significant", "stars", "r_S", "verdict"):
         t[col] = rr[col].to_numpy()
     t["significant"] = t["significant"].astype(bool)
@@ -342,8 +382,8 @@ TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_cha
                  "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
                  "ci_low", "ci_high",
-                 "p", "p_adjusted", "p_by", "significant", "stars", "r_S", "verdict",
-                 "len_change_chosen", "len_change_rejected"]
+                 "p", "p_adjusted", "p_by", "p_less", "p_less_adjusted", "significant", "stars", "r_S", "verdict",
+                 "len_change_chosen", "len_change_rejected", "word_growth_chosen", "word_growth_rejected"]
 
 
 @dataclass
@@ -436,35 +476,45 @@ def _texts(original: pd.DataFrame, conditions: Mapping[str, Any]) -> pd.DataFram
 
 
 def _length_changes(original: pd.DataFrame, conditions: Mapping[str, Any]) -> pd.DataFrame:
-    "Mean change in characters of chosen and rejected per subset and condition (for reading length effects)."
+    "Mean change of chosen and rejected answers per subset and condition: characters, and relative growth in words."
     o = original.set_index(original["id"].astype(str))
+    words = lambda s: s.str.split().str.len()
     rows = []
     for name, cond in conditions.items():
         f = cond.frame.set_index(cond.frame["id"].astype(str))
-        dc = f["chosen"].str.len() - o.loc[f.index, "chosen"].str.len()
-        dr = f["rejected"].str.len() - o.loc[f.index, "rejected"].str.len()
-        g = pd.DataFrame({"subset": f["subset"].astype(str), "dc": dc, "dr": dr})
+        g = pd.DataFrame({
+            "subset": f["subset"].astype(str),
+            "dc": f["chosen"].str.len() - o.loc[f.index, "chosen"].str.len(),
+            "dr": f["rejected"].str.len() - o.loc[f.index, "rejected"].str.len(),
+            "gc": (words(f["chosen"]) + 1) / (words(o.loc[f.index, "chosen"]) + 1) - 1,
+            "gr": (words(f["rejected"]) + 1) / (words(o.loc[f.index, "rejected"]) + 1) - 1})
         for sub, gg in list(g.groupby("subset")) + [("all", g)]:
             rows.append({"subset": sub, "perturbation": name, "len_change_chosen": float(gg["dc"].mean()),
-                         "len_change_rejected": float(gg["dr"].mean())})
-    return pd.DataFrame(rows, columns=["subset", "perturbation", "len_change_chosen", "len_change_rejected"])
+                         "len_change_rejected": float(gg["dr"].mean()),
+                         "word_growth_chosen": float(gg["gc"].mean()),
+                         "word_growth_rejected": float(gg["gr"].mean())})
+    return pd.DataFrame(rows, columns=["subset", "perturbation", "len_change_chosen", "len_change_rejected",
+                                       "word_growth_chosen", "word_growth_rejected"])
 
 # %% ../nbs/07_audit.ipynb #2888be8e
 def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "all", *, seed: int = 0,
           permutations: int = 10_000, alpha: float = 0.05, scale: str = "prob", multiplicity: str = "bh",
           margin: float | str = 0.2, preset: str | None = None, family: str = "subset", cache: Any = None,
           out: str | Path | None = None, progress: bool = True, conditions: Any = None,
-          on_unavailable: str = "skip", perturb_options: Mapping | None = None) -> AuditResult:
+          on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
+          two_sided: bool = True) -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
     t_start = time.perf_counter()
     settings = AuditSettings(seed=seed, permutations=permutations, alpha=alpha, scale=scale,
-                             multiplicity=multiplicity, margin=margin, family=family, preset=preset)
+                             multiplicity=multiplicity, margin=margin, family=family, preset=preset,
+                             two_sided=two_sided)
     if out is not None:
-        _check_writable(Path(out))
+        check_writable(out)
     if conditions is not None and not isinstance(conditions, Mapping):
-        source = str(conditions)
-        original, conds = conditions_from_file(conditions)
+        paths = [conditions] if isinstance(conditions, (str, Path)) else list(conditions)
+        source = ", ".join(map(str, paths))
+        original, conds = file_conditions(paths, mapping)
     else:
         source = data if isinstance(data, (str, Path)) else getattr(data, "attrs", {}).get(
             "source", f"<{type(data).__name__}>")
@@ -489,8 +539,10 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         all_items.append(items)
         score_counts[sc.name] = counts
     items = pd.concat(all_items, ignore_index=True)
-    d = differences(items["margin_before"].to_numpy(float), items["margin_after"].to_numpy(float), settings.scale)
-    items["delta"] = d
+    items["confidence_before"] = ra_stats.confidence(items["margin_before"].to_numpy(float), settings.scale)
+    items["confidence_after"] = ra_stats.confidence(items["margin_after"].to_numpy(float), settings.scale)
+    items["delta"] = differences(items["margin_before"].to_numpy(float), items["margin_after"].to_numpy(float),
+                                 settings.scale)
 
     groups = {n: getattr(c, "group", "other") for n, c in conds.items()}
     sides = {n: getattr(c, "side", "") for n, c in conds.items()}
@@ -520,6 +572,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     warn = []
     if settings.multiplicity == "sabha":
         warn.append(ra_multiplicity.SABHA_WARNING)
+        warnings.warn(ra_multiplicity.SABHA_WARNING, stacklevel=2)
     warn += [f"perturbation {n} skipped: {why}" for n, why in skipped.items()]
     totals = {k: sum(c[k] for sc in score_counts.values() for c in sc.values()) for k in ("computed", "cached")}
     manifest = {
@@ -531,7 +584,10 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "perturbations": {n: {"side": sides[n], "group": groups[n], **_jsonable(getattr(c, "record", {}) or {})}
                           for n, c in conds.items()},
         "skipped_perturbations": skipped,
-        "models": {sc.name: {"fingerprint": sc.fingerprint, "spec": str(getattr(sc, "spec", sc.name))}
+        "models": {sc.name: {"kind": str(getattr(sc, "kind", "")), "fingerprint": sc.fingerprint,
+                             "description": ((type(sc).__doc__ or "").strip().splitlines() or [""])[0],
+                             "spec": str(getattr(sc, "spec", sc.name)),
+                             **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {})}
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "cache": str(getattr(store, "path", store)) if store is not None else None,
@@ -545,12 +601,14 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     return result
 
 
-def _check_writable(path: Path) -> None:
-    "Fail early, before any scoring, when the output folder cannot be created or written."
+def check_writable(path: str | Path, option: str = "--out") -> Path:
+    "Create the folder `path` and check a file can be written there, or raise AuditError naming `option`."
+    path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"
         probe.write_text("")
         probe.unlink()
     except OSError as e:
-        raise AuditError(f"cannot write to the output folder {path}: {e.strerror or e} (--out)") from e
+        raise AuditError(f"cannot write to the output folder {path}: {e.strerror or e} ({option})") from None
+    return path

@@ -289,18 +289,6 @@ def _progress(ns) -> bool:
     return not getattr(ns, "quiet", False)
 
 
-def _writable_dir(path: Path, option: str = "--out") -> Path:
-    "Create `path` (and parents) and check a file can be written there, or raise CLIError naming the option."
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise CLIError(f"cannot write to the output folder {path}: {e.strerror or e}", option) from None
-    return path
-
-
 def _print_summary(result, out: Path, rendered, seconds: float) -> None:
     t = result.table
     print(f"audited {t['model'].nunique()} scorer(s) x {t['subset'].nunique()} subset(s) x "
@@ -310,8 +298,8 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
         names = list(dict.fromkeys(sig["perturbation"]))
         print(f"  {model}: " + (", ".join(f"{n} ({', '.join(sig.loc[sig['perturbation'] == n, 'subset'])})"
                                           for n in names) if names else "nothing significant"))
-    for name, why in result.manifest.get("skipped_perturbations", {}).items():
-        print(f"  skipped {name}: {why}")
+    for w in result.manifest.get("warnings", []):
+        print(f"{PROG}: warning: {w}", file=sys.stderr)
     print(f"results: {out / 'results.parquet'}")
     if rendered is not None:
         print(f"report: {rendered.html}")
@@ -319,10 +307,10 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
 
 def run_audit(args: dict, progress: bool = True) -> int:
     "The `audit` subcommand on resolved arguments."
-    from reward_auditor.audit import AuditSettings, audit, perturbation_names
+    from reward_auditor.audit import AuditSettings, audit, check_writable, perturbation_names
     from reward_auditor.data import load_preferences
     t0 = time.perf_counter()
-    out = _writable_dir(Path(args["out"]))
+    out = check_writable(args["out"])
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
                   preset=args["preset"])  # every statistical setting is checked before anything is loaded
@@ -341,14 +329,18 @@ def run_audit(args: dict, progress: bool = True) -> int:
             raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
     scorers = make_scorers(args)
     (out / RUN_FILE).write_text(json.dumps(args, indent=2) + "\n")
-    result = audit(data, scorers, pert, seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"],
-                   scale=args["scale"], multiplicity=args["multiplicity"], margin=args["margin"],
-                   family=args["family"], preset=args["preset"], cache=args.get("cache"), out=out,
-                   progress=progress, conditions=args.get("conditions"))
+    import warnings
+    with warnings.catch_warnings():  # these come back once, from the manifest, after the run
+        warnings.filterwarnings("ignore", message="perturbation .* skipped")
+        warnings.filterwarnings("ignore", message="SABHA")
+        result = audit(data, scorers, pert, seed=args["seed"], permutations=args["permutations"],
+                       alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
+                       margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
+                       out=out, progress=progress, conditions=args.get("conditions"))
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
-        rendered = render(out, by=args.get("by", "model"))
+        rendered = render(out, by=args.get("by", "model"), progress=progress)
     _print_summary(result, out, rendered, time.perf_counter() - t0)
     return 0
 
@@ -366,12 +358,12 @@ def cmd_demo(ns) -> int:
 def cmd_perturb(ns) -> int:
     "Write every condition (long format: one row per item and perturbation) to a file."
     import pandas as pd
-    from reward_auditor.audit import make_conditions
+    from reward_auditor.audit import check_writable, make_conditions
     from reward_auditor.data import load_preferences
     out = Path(ns.out)
     if out.suffix not in (".jsonl", ".csv", ".parquet"):
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
-    _writable_dir(out.parent if str(out.parent) else Path("."))
+    check_writable(out.parent)
     data = load_preferences(ns.data, format=ns.format)
     conds, skipped = make_conditions(data, ns.perturbations, seed=ns.seed, progress=_progress(ns))
     frame = pd.concat([c.frame.assign(perturbation=n, side=c.side, group=c.group) for n, c in conds.items()],
@@ -407,8 +399,9 @@ def _emit(result, out: str | None) -> int:
         table = getattr(result, "table", None)
         if table is None:
             raise CLIError("this result has no table to write", "--out")
+        from reward_auditor.audit import check_writable
         p = Path(out)
-        _writable_dir(p.parent if str(p.parent) else Path("."))
+        check_writable(p.parent)
         table.to_parquet(p, index=False) if p.suffix == ".parquet" else table.to_csv(p, index=False)
         print(f"wrote {p}")
     return 0
@@ -469,6 +462,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
 
-
+# %% ../nbs/10_cli.ipynb #f101b139
 if __name__ == "__main__":  # python -m reward_auditor.cli, when the console script is not installed
     sys.exit(main())

@@ -644,13 +644,14 @@ def rmbench_style_matrix(rewards_chosen: Any, rewards_rejected: Any) -> StyleMat
 
 # %% ../nbs/00_data.ipynb #2bcf4744
 def _labels(kind: str, mapping: Mapping | None) -> dict[int, tuple[str, str]]:
-    "index -> (column suffix, condition name) for a perturbed file, after applying `mapping`."
+    "index -> (column suffix, condition name) for a perturbed file, after `mapping` renames (or, with None, drops) columns."
     base = PROMPT_PERTURBATION_LABELS if kind == "perturbed-prompt" else RESPONSE_VARIANT_LABELS
     out = {k: (v, v) for k, v in base.items()}
     for key, new in (mapping or {}).items():
         k = key if isinstance(key, int) else next((i for i, v in base.items() if v == key), None)
         if k not in out: raise ValueError(f"mapping key {key!r} is not a column index 1-5 or one of {list(base.values())}")
-        out[k] = (out[k][0], str(new))
+        if new is None: out.pop(k)  # None leaves the column out
+        else: out[k] = (out[k][0], str(new))
     names = [n for _, n in out.values()]
     if len(set(names)) != len(names) or "orig" in names:
         raise ValueError(f"condition names must be distinct and not 'orig'; got {names}")
@@ -669,8 +670,9 @@ def load_perturbed(path: Any, mapping: Mapping | None = None, *, domain: str | N
                         hint="expected `prompt` as a list of 6, or `chosen`/`rejected` as lists of 6")
     labels = _labels(kind, mapping)
     full, rows = _BUILDERS[kind](records, rows, label, name, domain=domain)
-    variant_cols = ([f"prompt_{s}" for s, _ in labels.values()] if kind == "perturbed-prompt" else
-                    [f"{side}_{s}" for s, _ in labels.values() for side in ("chosen", "rejected")])
+    all_labels = _labels(kind, None)
+    variant_cols = ([f"prompt_{s}" for s, _ in all_labels.values()] if kind == "perturbed-prompt" else
+                    [f"{side}_{s}" for s, _ in all_labels.values() for side in ("chosen", "rejected")])
     base = full.drop(columns=variant_cols)
     frames = {"orig": base}
     for s, cname in labels.values():

@@ -7,7 +7,7 @@ Docs: https://reward-auditor.github.io/reward_auditor/multiplicity.html.md"""
 # %% ../nbs/02_multiplicity.ipynb #fda7f478
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd

@@ -28,16 +28,16 @@ import pandas as pd
 # %% auto #0
 __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS', 'STOPWORDS', 'KEY_NEIGHBOURS', 'EF_STYLES',
            'IMPERATIVES', 'CN_OPS', 'CN_PROBS', 'LEXNAMES', 'WORDNET_FILES', 'DEBIAN_WORDNET', 'LE_OPENERS',
-           'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS', 'BUILTINS', 'CANONICAL', 'PROMPT_FILE_NAMES',
-           'RESPONSE_FILE_NAMES', 'RMBENCH_NAMES', 'PAPER_RESPONSE_LABELS', 'PerturbationError', 'MissingResourceError',
-           'item_rng', 'protected_spans', 'mask', 'Segmented', 'words', 'sentences', 'edit_size', 'Perturbation',
-           'FunctionPerturbation', 'Registry', 'register', 'core_instruction', 'emphasis_format', 'punctuation_sites',
-           'punctuation_habits', 'random_handle', 'irrelevant_username', 'random_link', 'irrelevant_weblink', 'typo',
-           'noise_candidates', 'character_noise', 'cache_dir', 'lexnames_text', 'build_wordnet_folder',
-           'wordnet_reader', 'wordnet_resources', 'synonym_candidates', 'synonym_transformation',
-           'SynonymTransformation', 'prose_sentences', 'length_template', 'is_structured', 'structure',
-           'structured_presentation', 'unstructure', 'translation_plan', 'restore', 'assemble', 'Translation',
-           'protected_pieces', 'ModelRewrite', 'Condition', 'perturb', 'condition_from_frame', 'conditions_from_file']
+           'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS', 'BUILTINS', 'CANONICAL', 'RESPONSE_FILE_NAMES', 'RMBENCH_NAMES',
+           'PerturbationError', 'MissingResourceError', 'item_rng', 'protected_spans', 'mask', 'Segmented', 'words',
+           'sentences', 'edit_size', 'Perturbation', 'FunctionPerturbation', 'Registry', 'register', 'core_instruction',
+           'emphasis_format', 'punctuation_sites', 'punctuation_habits', 'random_handle', 'irrelevant_username',
+           'random_link', 'irrelevant_weblink', 'typo', 'noise_candidates', 'character_noise', 'cache_dir',
+           'lexnames_text', 'build_wordnet_folder', 'wordnet_reader', 'nltk_data_dirs', 'WordNetLite', 'wordnet_lite',
+           'wordnet_resources', 'synonym_candidates', 'synonym_transformation', 'SynonymTransformation',
+           'prose_sentences', 'length_template', 'is_structured', 'structure', 'structured_presentation', 'unstructure',
+           'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces', 'ModelRewrite', 'Condition',
+           'perturb', 'condition_from_frame', 'conditions_from_file']
 
 # %% ../nbs/03_perturbations.ipynb #b6b818ac
 class PerturbationError(ValueError):
@@ -76,6 +76,7 @@ _PROTECTED_PATTERNS = [
 _PROTECTED_RE = re.compile("|".join(f"(?:{p})" for p in _PROTECTED_PATTERNS))
 _BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 MASK = "\ue000"
+_NOT_NEWLINE = re.compile(r"[^\n]")
 
 
 def _boxed_spans(text: str) -> list[tuple[int, int]]:
@@ -105,12 +106,11 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
 def mask(text: str, spans: list[tuple[int, int]] | None = None) -> str:
     "Same-length copy of `text` with protected characters replaced by U+E000 (newlines kept)."
     spans = protected_spans(text) if spans is None else spans
-    chars = list(text)
+    out, pos = [], 0
     for s, e in spans:
-        for i in range(s, e):
-            if chars[i] != "\n":
-                chars[i] = MASK
-    return "".join(chars)
+        out.append(text[pos:s]); out.append(_NOT_NEWLINE.sub(MASK, text[s:e])); pos = e
+    out.append(text[pos:])
+    return "".join(out)
 
 # %% ../nbs/03_perturbations.ipynb #4b809fcf
 class Segmented:
@@ -184,11 +184,11 @@ def sentences(masked: str) -> list[tuple[int, int]]:
     return out
 
 # %% ../nbs/03_perturbations.ipynb #dc02713b
-_TOKEN_RE = re.compile(r"\s+|\w+|[^\w\s]")
+_TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s])|\s+")
 
 
-def _levenshtein(a: str, b: str) -> int:
-    "Exact Levenshtein distance (for short strings)."
+def _levenshtein_table(a: str, b: str) -> int:
+    "Exact Levenshtein distance by the textbook dynamic programme (the reference for the fast version)."
     prev = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
         cur = [i]
@@ -198,13 +198,60 @@ def _levenshtein(a: str, b: str) -> int:
     return prev[-1]
 
 
+def _levenshtein(a: str, b: str) -> int:
+    "Exact Levenshtein distance, bit-parallel (Myers/Hyyrö): the shorter string is the bit pattern."
+    if len(a) < len(b):
+        a, b = b, a
+    m = len(b)
+    if m == 0:
+        return len(a)
+    peq: dict[str, int] = {}
+    for i, c in enumerate(b):
+        peq[c] = peq.get(c, 0) | (1 << i)
+    full, top = (1 << m) - 1, 1 << (m - 1)
+    pv, mv, score = full, 0, m
+    for c in a:
+        eq = peq.get(c, 0)
+        xv = eq | mv
+        xh = (((eq & pv) + pv) ^ pv) | eq
+        ph = mv | ~(xh | pv)
+        mh = pv & xh
+        if ph & top:
+            score += 1
+        elif mh & top:
+            score -= 1
+        ph = ((ph << 1) | 1) & full
+        mh = (mh << 1) & full
+        pv = mh | (~(xv | ph) & full)
+        mv = ph & xv
+    return score
+
+
+def _affixes(a: str, b: str) -> tuple[int, int]:
+    "Lengths of the common prefix and (non-overlapping) common suffix of `a` and `b`, by bisection on slices."
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid - 1)
+    p, lo, hi = lo, 0, n - lo
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[len(a) - mid:] == b[len(b) - mid:] else (lo, mid - 1)
+    return p, lo
+
+
 def edit_size(a: str, b: str) -> int:
-    "Character edits between `a` and `b` (token-level diff, exact Levenshtein inside short changed runs)."
+    "Character edits between `a` and `b`: exact Levenshtein when the changed middle is short, else a token diff."
     if a == b:
         return 0
+    p, s = _affixes(a, b)
+    a, b = a[p:len(a) - s], b[p:len(b) - s]
+    if len(a) <= 64 and len(b) <= 64:
+        return _levenshtein(a, b)
     ta, tb = _TOKEN_RE.findall(a), _TOKEN_RE.findall(b)
     total = 0
-    # the popular-token heuristic keeps long texts (> 2,000 tokens) fast; short ones get the exact diff
+    # the popular-token heuristic keeps very long texts (> 2,000 tokens) fast; shorter ones get the exact diff
     for op, i1, i2, j1, j2 in SequenceMatcher(None, ta, tb, autojunk=len(ta) + len(tb) > 2000).get_opcodes():
         if op == "equal":
             continue
@@ -660,14 +707,6 @@ def wordnet_reader():
     return reader
 
 
-def wordnet_resources() -> dict:
-    "Version record of the WordNet in use."
-    wn = wordnet_reader()
-    import nltk
-    return {"wordnet": wn.get_version(), "wordnet_source": wn.source, "nltk": nltk.__version__,
-            "lemminflect": _version("lemminflect")}
-
-
 def _version(pkg: str) -> str | None:
     "Installed version of a Python distribution, or None."
     from importlib.metadata import PackageNotFoundError, version
@@ -675,6 +714,120 @@ def _version(pkg: str) -> str | None:
         return version(pkg)
     except PackageNotFoundError:
         return None
+
+# %% ../nbs/03_perturbations.ipynb #fb436041
+_WN_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
+_MORPHY_RULES = {
+    "n": [("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
+          ("men", "man"), ("ies", "y")],
+    "v": [("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"), ("ing", "")],
+    "a": [("er", ""), ("est", ""), ("er", "e"), ("est", "e")],
+    "r": [],
+}
+_SYN_MARK_RE = re.compile(r"(.*?)(\([^()]*\))?$")
+
+
+def nltk_data_dirs() -> list[Path]:
+    "The folders NLTK searches for data, in its order ($NLTK_DATA, ~/nltk_data, the environment, the system)."
+    import sys
+    env = [Path(p) for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+    home = [Path.home() / "nltk_data"] if str(Path.home()) != "~" else []
+    pre = [Path(sys.prefix) / d for d in ("nltk_data", "share/nltk_data", "lib/nltk_data")]
+    system = [Path(d) for d in ("/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data",
+                                "/usr/local/lib/nltk_data")]
+    return env + home + pre + system
+
+
+def _wordnet_files() -> tuple[Callable[[str], bytes], str]:
+    "A reader of WordNet's files by name, and where they are; MissingResourceError when there is no WordNet."
+    for d in nltk_data_dirs():
+        folder, archive = d / "corpora" / "wordnet", d / "corpora" / "wordnet.zip"
+        if (folder / "index.noun").is_file():
+            return (lambda name, f=folder: (f / name).read_bytes()), "nltk_data"
+        if archive.is_file():
+            import zipfile
+            z = zipfile.ZipFile(archive)
+            return (lambda name, z=z: z.read(f"wordnet/{name}")), "nltk_data"
+    if all((DEBIAN_WORDNET / f).is_file() for f in WORDNET_FILES):
+        return (lambda name: (DEBIAN_WORDNET / name).read_bytes()), f"debian:{DEBIAN_WORDNET}"
+    raise MissingResourceError(
+        "ST needs WordNet 3.0 and found none. Either run `python -c \"import nltk; nltk.download('wordnet')\"` "
+        "(downloads into ~/nltk_data), or on Debian/Ubuntu `apt-get install wordnet-base wordnet-sense-index`.")
+
+
+class WordNetLite:
+    "First-sense WordNet lookups from the plain files, loaded lazily per part of speech and cached per lemma."
+    def __init__(self, read: Callable[[str], bytes], source: str):
+        self.read, self.source = read, source
+        self._index: dict[str, dict[str, str]] = {}
+        self._exc: dict[str, dict[str, list[str]]] = {}
+        self._data: dict[str, bytes] = {}
+        self._cache: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def index(self, pos: str) -> dict[str, str]:
+        "lemma -> the rest of its `index.<pos>` line (read on first use)."
+        if pos not in self._index:
+            out = {}
+            for line in self.read(f"index.{_WN_FILES[pos]}").decode("utf-8").split("\n"):
+                if line and line[0] != " ":
+                    k, _, rest = line.partition(" ")
+                    out[k] = rest
+            self._index[pos] = out
+        return self._index[pos]
+
+    def exceptions(self, pos: str) -> dict[str, list[str]]:
+        "Irregular form -> base forms, from `<pos>.exc`."
+        if pos not in self._exc:
+            rows = (ln.split() for ln in self.read(f"{_WN_FILES[pos]}.exc").decode("utf-8").split("\n"))
+            self._exc[pos] = {r[0]: r[1:] for r in rows if r}
+        return self._exc[pos]
+
+    def morphy(self, form: str, pos: str) -> list[str]:
+        "Base forms of `form` that WordNet lists for `pos`, in NLTK's order (the form itself first)."
+        exc = self.exceptions(pos)
+        cands = exc[form] if form in exc else [form[:-len(o)] + n for o, n in _MORPHY_RULES[pos] if form.endswith(o)]
+        idx = self.index(pos)
+        return list(dict.fromkeys(f for f in [form, *cands] if f in idx))
+
+    def first_sense(self, lemma: str, pos: str) -> tuple[str, ...]:
+        "Lemma names of the first (most frequent) sense of `lemma` as `pos` ('n', 'v', 'a', 'r'); () if none."
+        key = (lemma, pos)
+        if key not in self._cache:
+            forms = self.morphy(lemma.lower(), pos)
+            self._cache[key] = self._lemma_names(pos, self._first_offset(self.index(pos)[forms[0]])) if forms else ()
+        return self._cache[key]
+
+    @staticmethod
+    def _first_offset(rest: str) -> int:
+        "The first synset offset of an index line (pos, n_synsets, n_pointers, pointers…, n_senses, n_tagged, offsets…)."
+        tok = rest.split()
+        return int(tok[5 + int(tok[2])])
+
+    def _lemma_names(self, pos: str, offset: int) -> tuple[str, ...]:
+        "Lemma names of the synset at `offset` in `data.<pos>`, adjective markers such as `(a)` removed."
+        if pos not in self._data:
+            self._data[pos] = self.read(f"data.{_WN_FILES[pos]}")
+        data = self._data[pos]
+        tok = data[offset:data.index(b"\n", offset)].decode("utf-8").split("|")[0].split()
+        return tuple(_SYN_MARK_RE.match(w).group(1) for w in tok[4:4 + 2 * int(tok[3], 16):2])
+
+    def version(self) -> str | None:
+        "The WordNet version named in the header of `data.adj`."
+        m = re.search(rb"Word[nN]et (\d+|\d+\.\d+) Copyright", self.read("data.adj")[:4000])
+        return m.group(1).decode() if m else None
+
+
+@lru_cache(maxsize=None)
+def wordnet_lite() -> WordNetLite:
+    "The process-wide `WordNetLite` (nltk_data when present, else Debian's files)."
+    return WordNetLite(*_wordnet_files())
+
+
+def wordnet_resources() -> dict:
+    "Version record of the WordNet in use."
+    wn = wordnet_lite()
+    return {"wordnet": wn.version(), "wordnet_source": wn.source, "wordnet_reader": "plain files (first sense)",
+            "lemminflect": _version("lemminflect")}
 
 # %% ../nbs/03_perturbations.ipynb #8dbdc1dd
 _UPOS_TO_WN = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
@@ -692,15 +845,15 @@ def synonym_candidates(word: str) -> tuple[str, ...]:
     if len(lemmas) != 1:
         return ()
     upos, (lemma, *_) = next(iter(lemmas.items()))
-    synsets = wordnet_reader().synsets(lemma, _UPOS_TO_WN[upos])
-    if not synsets:
+    first = wordnet_lite().first_sense(lemma, _UPOS_TO_WN[upos])
+    if not first:
         return ()
     tags = sorted(t for t, forms in lemminflect.getAllInflections(lemma, upos).items() if low in forms)
     tag = tags[0] if tags else (_BASE_TAG[upos] if low == lemma else None)
     if tag is None:
         return ()
     out = set()
-    for cand in synsets[0].lemma_names():
+    for cand in first:
         if cand == lemma or not cand.isalpha() or not cand.islower() or cand in CRITICAL_WORDS | MATH_WORDS:
             continue
         forms = lemminflect.getInflection(cand, tag, inflect_oov=False) if tag != _BASE_TAG[upos] else (cand,)
@@ -881,6 +1034,12 @@ def translation_plan(text: str, skip_lines: Iterable[int] = ()) -> tuple[list, l
     return pieces, units, hidden
 
 
+@lru_cache(maxsize=8192)
+def _plan(text: str, skip_lines: tuple[int, ...] = ()) -> tuple[list, list[str], list[list[str]]]:
+    "`translation_plan`, remembered (LC and SLC plan the same texts); callers must not modify the result."
+    return translation_plan(text, skip_lines)
+
+
 def restore(unit_out: str, unit_in: str, hid: list[str]) -> tuple[str, bool]:
     "Put hidden spans back into a translated unit; (unit_in restored, False) when placeholders were damaged."
     found = [int(k) for k in _PH_RE.findall(unit_out)]
@@ -908,7 +1067,7 @@ def assemble(pieces: list, outs: list[str], units: list[str], hidden: list[list[
 class Translation(Perturbation):
     "LC: translate the answer (apertium by default), protected spans masked and restored."
     def __init__(self, name="LC", structured=False, description=""):
-        super().__init__(name, "response", "stylized", "1", {"rate": 1.0, "pair": "eng-spa", "translator": None},
+        super().__init__(name, "response", "stylized", "2", {"rate": 1.0, "pair": "eng-spa", "translator": None},
                          description, variant="rule-based-mt")
         self.structured = structured
 
@@ -923,7 +1082,7 @@ class Translation(Perturbation):
         _check_rate(self.name, rate)
         tr = self.translator(pair, translator)
         lang = _PAIR_LANG.get(pair.split("-")[-1].split("_")[0], "en")
-        plans, todo = [], []
+        plans = []
         for t, r in zip(texts, rngs):
             if _skip_item(rate, r):
                 plans.append(None)
@@ -932,7 +1091,12 @@ class Translation(Perturbation):
             if self.structured:
                 t, changed = structure(t, r, lang=lang)
                 skip = (0,) if changed else ()
-            plans.append((t, translation_plan(t, skip)))
+            plans.append((t, _plan(t, skip)))
+        # LC and SLC send the same batch — the sentences of both layouts of every text — so each finds the
+        # other's translations cached and neither result depends on which of the two ran first
+        both = [u for t in texts if t.strip() for u in self._units(t, lang)]
+        if both:
+            tr.translate(both)
         units = [u for p in plans if p for u in p[1][1]]
         outs = iter(tr.translate(units) if units else [])
         res, self.last_kept = [], 0
@@ -945,6 +1109,13 @@ class Translation(Perturbation):
             self.last_kept += kept
             res.append(txt)
         return res
+
+    @staticmethod
+    @lru_cache(maxsize=8192)
+    def _units(text: str, lang: str) -> tuple[str, ...]:
+        "Sentence units of `text` as LC and as SLC would send them (the SLC heading is never translated)."
+        laid, changed = structure(text, np.random.default_rng(0), lang=lang)
+        return tuple(_plan(text, ())[1] + (_plan(laid, (0,))[1] if changed else []))
 
     def apply(self, text, rng, **params):
         return self.apply_many([text], [rng], **params)[0]
@@ -1141,10 +1312,11 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, **o
     return out
 
 # %% ../nbs/03_perturbations.ipynb #f1f5ed6f
-PROMPT_FILE_NAMES = {1: "EF", 2: "PH", 3: "IU", 4: "IW", 5: "CN"}
+from .data import (PAPER_RESPONSE_LABELS, PROMPT_PERTURBATION_LABELS, RESPONSE_VARIANT_LABELS,
+                                 RMBENCH_STYLES)
+
 RESPONSE_FILE_NAMES = {1: "LE", 2: "LE+SP", 3: "ST", 4: "LC", 5: "LE+SLC"}
 RMBENCH_NAMES = {1: "LE", 2: "LE+SP"}
-PAPER_RESPONSE_LABELS = {1: "ST", 2: "LE", 3: "SP", 4: "LC", 5: "SLC"}
 
 
 def condition_from_frame(name: str, original: pd.DataFrame, perturbed: pd.DataFrame, side: str | None = None,
@@ -1175,38 +1347,49 @@ def condition_from_frame(name: str, original: pd.DataFrame, perturbed: pd.DataFr
     return Condition(name, side, group, new, rec, original=orig)
 
 
-def conditions_from_file(path: str | Path, mapping: dict[int, str | None] | None = None) -> dict[str, Condition]:
-    "Conditions from a file of stored variants (the paper's perturbation files, RM-Bench style files)."
-    path = Path(path)
-    try:
-        rows = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise PerturbationError(f"{path}: cannot read JSON ({e})") from e
-    if not rows or not isinstance(rows, list) or not isinstance(rows[0], dict):
-        raise PerturbationError(f"{path}: expected a JSON list of objects")
-    first = rows[0]
-    if isinstance(first.get("prompt"), list):
-        fields, default, n = ("prompt",), PROMPT_FILE_NAMES, len(first["prompt"])
-    elif isinstance(first.get("chosen"), list):
-        fields, n = ("chosen", "rejected"), len(first["chosen"])
-        default = RMBENCH_NAMES if n == 3 else RESPONSE_FILE_NAMES
-    else:
-        raise PerturbationError(f"{path}: no list-valued 'prompt' or 'chosen' field; not a variants file")
+def _file_mapping(path: Path, mapping, default: dict, content: dict) -> dict[int, str]:
+    "Column number -> condition name, from a user mapping (keys: numbers or content labels; None drops)."
     mapping = default if mapping is None else mapping
-    bad = [k for k in mapping if not isinstance(k, int) or not 1 <= k < n]
-    if bad:
-        raise PerturbationError(f"{path}: mapping keys {bad} are not variant columns 1..{n - 1}")
+    by_label = {v: k for k, v in content.items()}
+    out = {}
+    for key, name in mapping.items():
+        col = by_label.get(key, key)
+        if isinstance(col, bool) or col not in content:
+            raise PerturbationError(f"{path}: mapping key {key!r} is neither a variant column {sorted(content)} nor one "
+                                    f"of {list(content.values())}")
+        if name is not None:
+            out[col] = str(name)
+    names = list(out.values())
+    if len(set(names)) != len(names) or "orig" in names:
+        raise PerturbationError(f"{path}: condition names must be distinct and not 'orig'; got {names}")
+    return out
 
-    def frame(col):
-        out = []
-        for r, row in enumerate(rows, 1):
-            try:
-                out.append({"id": str(row["id"]), "subset": str(row.get("subset", path.stem)),
-                            **{f: (row[f][col] if f in fields else row[f]) for f in ("prompt", "chosen", "rejected")}})
-            except (KeyError, IndexError, TypeError) as e:
-                raise PerturbationError(f"{path}: row {r}: field {e} missing or too short") from e
-        return pd.DataFrame(out)
 
-    orig, side = frame(0), ("prompt" if fields == ("prompt",) else "response")
-    return {name: condition_from_frame(name, orig, frame(col), side=side, record={"resources": {"source": path.name, "column": col}})
-            for col, name in mapping.items() if name is not None}
+def conditions_from_file(path: str | Path, mapping: dict[int | str, str | None] | None = None, *,
+                         domain: str | None = None, errors: str = "raise") -> dict[str, Condition]:
+    "{name: Condition} from a file of stored variants (the paper's perturbation files, RM-Bench style files)."
+    from reward_auditor import data as D
+    path = Path(path)
+    records = D.read_records(path)[0]
+    kind = D.detect_format(records[:1])
+    source = {"source": path.name, "format": kind}
+    if kind in ("perturbed-prompt", "perturbed-response"):
+        prompt = kind == "perturbed-prompt"
+        content = PROMPT_PERTURBATION_LABELS if prompt else RESPONSE_VARIANT_LABELS
+        cols = _file_mapping(path, mapping, PROMPT_PERTURBATION_LABELS if prompt else RESPONSE_FILE_NAMES, content)
+        frames = D.load_perturbed(path, domain=domain, format=kind, errors=errors)   # keyed by content label
+        orig, side = frames["orig"], "prompt" if prompt else "response"
+        variants = {col: frames[content[col]] for col in cols}
+    elif kind == "rmbench":
+        content = dict(enumerate(RMBENCH_STYLES))
+        cols = _file_mapping(path, mapping, RMBENCH_NAMES, {k: v for k, v in content.items() if k})
+        full = D.load_preferences(path, format="rmbench", domain=domain, errors=errors)
+        style_cols = [f"{w}_{st}" for w in ("chosen", "rejected") for st in RMBENCH_STYLES]
+        orig, side = D.rmbench_pair(full, RMBENCH_STYLES[0]).drop(columns=style_cols), "response"
+        variants = {col: D.rmbench_pair(full, content[col]).drop(columns=style_cols) for col in cols}
+    else:
+        raise PerturbationError(f"{path}: rows look like {kind!r}, not a file of stored variants (expected the "
+                                "paper's prompt/response perturbation files or RM-Bench's three-style files)")
+    return {name: condition_from_frame(name, orig, variants[col], side=side,
+                                       record={"resources": {**source, "column": col, "content": content[col]}})
+            for col, name in cols.items()}

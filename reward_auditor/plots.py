@@ -16,9 +16,8 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_summary',
-           'meta_radar', 'delta_distributions', 'accuracy_vs_suitability', 'perturbation_correlation',
-           'correlation_heatmap', 'meta_evaluation']
+__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_radar',
+           'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation']
 
 # %% ../nbs/08_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -119,35 +118,27 @@ def radar(table: pd.DataFrame, by: str = "subset", value: str = "effect_size", m
         ax.set_xticks(ang, names, fontsize=8)
         ax.set_ylim(0, top * 1.05)
         ax.tick_params(axis="y", labelsize=6)
-        ax.set_title(str(panel), fontsize=10, pad=12)
+        ax.set_title(str(panel), fontsize=10, pad=16)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(models), 6), fontsize=8, frameon=False)
     fig.suptitle(f"{value} per perturbation (filled marker: significant after FDR control)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95), h_pad=3.0)
     return fig
 
 # %% ../nbs/08_plots.ipynb #86840ef7
-def meta_summary(table: pd.DataFrame, by: Sequence[str] = ("subset",)) -> pd.DataFrame:
-    "Per `by` and perturbation: number of models, share significant, sum and mean of effect sizes."
-    g = table.groupby([*by, "perturbation"], sort=False)
-    out = g.agg(models=("model", "nunique"), share_significant=("significant", "mean"),
-                sum_effect=("effect_size", "sum"), mean_effect=("effect_size", "mean")).reset_index()
-    out["share_significant"] = out["share_significant"].astype(float)
-    return out
-
-
 def meta_radar(table: pd.DataFrame, by: str = "subset", size: float = 3.4):
     "Two radar charts: share of models significant and sum of effect sizes, one polygon per `by` value."
+    from reward_auditor.meta import benchmark_meta
     plt = _plt()
-    ms = meta_summary(table, (by,))
+    ms = benchmark_meta(table, by=(by,))
     names = perturbation_order(ms["perturbation"])
     ang = np.linspace(0, 2 * np.pi, len(names), endpoint=False)
     fig, axes = plt.subplots(1, 2, subplot_kw={"projection": "polar"}, figsize=(2 * size + 0.6, size + 0.8))
     for ax, col, title in ((axes[0], "share_significant", "share of models significant"),
                            (axes[1], "sum_effect", "sum of effect sizes")):
-        for key, g in ms.groupby(by, sort=False):
+        for key, g in ms.groupby(by, sort=False):  # one polygon per subset (or benchmark)
             v = g.set_index("perturbation").reindex(names)[col].to_numpy(float)
             v = np.clip(np.nan_to_num(v, nan=0.0), 0, None)
             ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], lw=1.5, label=str(key))
@@ -217,36 +208,25 @@ def accuracy_vs_suitability(table: pd.DataFrame, x: str = "effect_size", y: str 
     return ax.figure
 
 # %% ../nbs/08_plots.ipynb #13548561
-def perturbation_correlation(table: pd.DataFrame, rows: Sequence[str] = ("model", "subset"),
-                             value: str = "effect_size", method: str = "spearman") -> pd.DataFrame:
-    "Correlation between perturbations of their `value` across `rows` (models × subsets)."
-    piv = table.pivot_table(index=list(rows), columns="perturbation", values=value, aggfunc="first")
-    piv = piv[perturbation_order(piv.columns)].replace([np.inf, -np.inf], np.nan)
-    return piv.corr(method=method)
-
-
 def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "subset"), min_rows: int = 4,
                         value: str = "effect_size", method: str = "spearman"):
-    "Clustered heatmap of perturbation correlations (None when fewer than `min_rows` rows)."
+    "Clustered heatmap of perturbation correlations with its dendrogram (None when fewer than `min_rows` rows)."
+    from reward_auditor.meta import MetaError, correlation_clustering
     n_rows = table[list(rows)].drop_duplicates().shape[0]
     if n_rows < min_rows:
         return None
-    plt = _plt()
-    from scipy.cluster.hierarchy import dendrogram, linkage
-    from scipy.spatial.distance import squareform
-    corr = perturbation_correlation(table, rows, value, method)
-    keep = corr.notna().sum() > 1
-    corr = corr.loc[keep, keep].fillna(0.0)
-    if len(corr) < 2:
+    t = table if "benchmark" in rows or "benchmark" in table else table.assign(benchmark="run")
+    try:
+        cc = correlation_clustering(t, value=value, units=tuple(rows), method=method)
+    except MetaError:
         return None
-    dist = np.clip(1 - corr.to_numpy(), 0, 2)
-    np.fill_diagonal(dist, 0)
-    Z = linkage(squareform((dist + dist.T) / 2, checks=False), method="average")
+    plt = _plt()
+    from scipy.cluster.hierarchy import dendrogram
     fig, (axd, axh) = plt.subplots(1, 2, figsize=(7.8, 5.0), gridspec_kw={"width_ratios": [1, 4]})
-    dn = dendrogram(Z, orientation="left", labels=list(corr.index), ax=axd, no_labels=True,
+    dn = dendrogram(cc.linkage, orientation="left", labels=list(cc.matrix.index), ax=axd, no_labels=True,
                     color_threshold=0, above_threshold_color="grey")
-    order = [corr.index[i] for i in dn["leaves"]][::-1]
-    c = corr.loc[order, order]
+    order = [cc.matrix.index[i] for i in dn["leaves"]][::-1]  # top row of the heatmap = top leaf
+    c = cc.matrix.loc[order, order]
     im = axh.imshow(c.to_numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
     axh.set_xticks(range(len(order)), order, rotation=90)
     axh.set_yticks(range(len(order)), order)
@@ -256,7 +236,7 @@ def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "su
                      color="white" if abs(c.iat[i, j]) > 0.6 else "black")
     axd.axis("off")
     fig.colorbar(im, ax=axh, fraction=0.046, pad=0.04, label=f"{method} r of {value}")
-    axh.set_title(f"perturbation correlation over {n_rows} {' × '.join(rows)} rows", fontsize=10)
+    axh.set_title(f"perturbation correlation over {cc.n_units} {' × '.join(rows)} rows", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -264,7 +244,8 @@ def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "su
 def meta_evaluation(tables: Mapping[str, pd.DataFrame], size: tuple[float, float] = (10.0, 3.6)):
     "Grouped bars per perturbation: share of models significant and sum of effect sizes, one colour per run."
     plt = _plt()
-    sums = {label: meta_summary(t.assign(_all="all"), ("_all",)).set_index("perturbation")
+    from reward_auditor.meta import benchmark_meta
+    sums = {label: benchmark_meta(t.assign(benchmark=str(label)), by=("benchmark",)).set_index("perturbation")
             for label, t in tables.items()}
     names = perturbation_order([n for s in sums.values() for n in s.index])
     fig, axes = plt.subplots(1, 2, figsize=size)
@@ -274,8 +255,9 @@ def meta_evaluation(tables: Mapping[str, pd.DataFrame], size: tuple[float, float
         s = s.reindex(names)
         axes[0].bar(x + k * w - 0.4 + w / 2, s["share_significant"].fillna(0), w, label=str(label))
         axes[1].bar(x + k * w - 0.4 + w / 2, s["sum_effect"].fillna(0), w, label=str(label))
-    for ax, title in zip(axes, ("share of models significant", "sum of effect sizes")):
-        ax.set_xticks(x, names)
+    long = max(map(len, names), default=0) > 4
+    for ax, title in zip(axes, ("share of scorer × subset rows significant", "sum of effect sizes")):
+        ax.set_xticks(x, names, rotation=40 if long else 0, ha="right" if long else "center")
         ax.set_title(title, fontsize=10)
         ax.axhline(0, color="grey", lw=0.6)
     axes[0].set_ylim(0, 1)

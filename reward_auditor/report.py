@@ -7,7 +7,6 @@ Docs: https://reward-auditor.github.io/reward_auditor/report.html.md"""
 # %% ../nbs/09_report.ipynb #4e53190c
 from __future__ import annotations
 
-import base64
 import html
 import io
 import json
@@ -16,7 +15,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -57,8 +56,8 @@ def show_html(markup: str) -> None:
     display(HTML(markup))
 
 # %% ../nbs/09_report.ipynb #4d361488
-def header_html(result: AuditResult, title: str = "Reward-model suitability audit") -> str:
-    "Title and a one-table summary of what was audited with which settings."
+def header_html(result: AuditResult) -> str:
+    "A one-table summary of what was audited with which settings (the template carries the title)."
     m, t = result.manifest, result.table
     s, d = m.get("settings", {}), m.get("data", {})
     rows = [("data", f"{d.get('source', '?')}: {d.get('n_items', '?')} items, subsets "
@@ -74,7 +73,7 @@ def header_html(result: AuditResult, title: str = "Reward-model suitability audi
             ("run time", f"{m.get('wall_seconds', '?')} s (audit only)")]
     body = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{esc(k)}</th><td style='text-align:left'>"
                    f"{esc(v)}</td></tr>" for k, v in rows)
-    return f"<h1>{esc(title)}</h1><table>{body}</table>"
+    return f"<table>{body}</table>"
 
 
 def findings(table: pd.DataFrame) -> pd.DataFrame:
@@ -145,19 +144,20 @@ def top_degraded_html(result: AuditResult, model: str, k: int = 5, max_chars: in
     return "".join(out)
 
 # %% ../nbs/09_report.ipynb #f9330e78
-def _verb(e: float, sig: bool) -> str:
-    if not sig:
-        return "not significant"
-    return "significant degradation" if e > 0 else "significant improvement"
+def _reward_change(items: pd.DataFrame, model: str, perturbation: str) -> tuple[float, float]:
+    "Mean change of the chosen and the rejected answers' rewards (NaN when the scorer gives no rewards)."
+    if "reward_chosen_after" not in items:
+        return float("nan"), float("nan")
+    g = items[(items["model"] == model) & (items["perturbation"] == perturbation)]
+    return (float((g["reward_chosen_after"] - g["reward_chosen_before"]).mean()),
+            float((g["reward_rejected_after"] - g["reward_rejected_before"]).mean()))
 
 
 def control_notes(result: AuditResult) -> list[str]:
     "Computed explanations for the control scorers present in the run (escaped HTML paragraphs)."
     t, notes = result.table, []
     models = result.manifest.get("models", {})
-    kinds = {m: next((k for k in ("length", "overlap", "noise")
-                      if m == k or str(models.get(m, {}).get("fingerprint", "")).startswith(k)), None)
-             for m in t["model"].unique()}
+    kinds = {m: models.get(m, {}).get("kind") or m for m in t["model"].unique()}
     for model, kind in kinds.items():
         if kind is None:
             continue
@@ -168,27 +168,31 @@ def control_notes(result: AuditResult) -> list[str]:
             lines = []
             for name, gg in resp.groupby("perturbation", sort=False):
                 w = gg["n"].to_numpy(float)
-                dc = np.average(gg["len_change_chosen"], weights=w)
-                dr = np.average(gg["len_change_rejected"], weights=w)
-                mb = np.average(gg["mean_margin_before"], weights=w)
-                ma = np.average(gg["mean_margin_after"], weights=w)
-                ns = int(gg["significant"].sum())
-                e = float(np.average(gg["effect_size"].replace([np.inf, -np.inf], np.nan).fillna(0), weights=w))
+                avg = lambda col: float(np.average(gg[col].replace([np.inf, -np.inf], np.nan).fillna(0), weights=w))
+                gc, gr = avg("word_growth_chosen"), avg("word_growth_rejected")
+                mb, ma, e = avg("mean_margin_before"), avg("mean_margin_after"), avg("effect_size")
                 move = "fell" if ma < mb else "rose" if ma > mb else "did not move"
+                rel = ("the rejected answers grew by the larger share" if gr > gc + 1e-9 else
+                       "the chosen answers grew by the larger share" if gc > gr + 1e-9 else "both grew alike")
                 lines.append(
-                    f"<li><b>{esc(name)}</b>: chosen answers changed by {dc:+.0f} characters and rejected answers by "
-                    f"{dr:+.0f} on average; the mean margin {move} ({mb:+.3f} → {ma:+.3f}), mean effect {e:+.2f}, "
-                    f"significant in {ns} of {len(gg)} subsets.</li>")
+                    f"<li><b>{esc(name)}</b>: chosen answers {avg('len_change_chosen'):+.0f} characters "
+                    f"({gc:+.0%} words), rejected answers {avg('len_change_rejected'):+.0f} characters "
+                    f"({gr:+.0%} words): {rel}, and the mean margin {move} ({mb:+.3f} → {ma:+.3f}); mean effect "
+                    f"{e:+.2f}, significant in {int(gg['significant'].sum())} of {len(gg)} subsets.</li>")
             moved = g[(g["side"] == "prompt")]["mean_delta"].abs().max()
+            desc = models.get(model, {}).get("description", "")
+            how = ("Its margin is a difference of log lengths, a log length <i>ratio</i>: on the response side it "
+                   "falls when the rejected answer grows by a larger share than the chosen one, even if the chosen "
+                   "answer gains more characters, and rises in the opposite case." if "log" in desc else
+                   "On the response side its margin moves with the difference the perturbation makes to the two "
+                   "answers' lengths.")
             notes.append(
-                f"<p><b>{esc(model)}</b> (length control): it scores answers by their length only, so "
-                f"prompt-side perturbations cannot move it (largest mean ΔM there: {0.0 if pd.isna(moved) else moved:.3g}). "
-                f"On the response side what it shows depends on how each perturbation changes the two answers' "
-                f"lengths relative to each other:</p><ul>{''.join(lines)}</ul>"
-                f"<p>A perturbation that adds a similar amount of text to both answers shrinks a length-based margin "
-                f"whenever the score saturates with length (a longer pair looks more alike), and one that adds more to "
-                f"the rejected answer reverses it: a significant result here is a property of the perturbation's "
-                f"lengths, and it is why length-biased RMs can look fragile under LE and SP.</p>")
+                f"<p><b>{esc(model)}</b> (length control; {esc(desc or 'prefers longer answers')}). It never reads "
+                f"the prompt, so prompt-side perturbations cannot move it (largest mean ΔM there: "
+                f"{0.0 if pd.isna(moved) else moved:.3g}). {how} Measured in this run:</p><ul>{''.join(lines)}</ul>"
+                f"<p>So a significant result for this control is a property of how the perturbation changes the two "
+                f"answers' lengths, not of content; it is what a purely length-biased RM would show, and a real RM "
+                f"flagged on the same perturbations may owe part of that to length.</p>")
         elif kind == "overlap":
             lines = []
             for name in plots.perturbation_order(sig["perturbation"]):
@@ -196,13 +200,17 @@ def control_notes(result: AuditResult) -> list[str]:
                 w = gg["n"].to_numpy(float)
                 mb = np.average(gg["mean_margin_before"], weights=w)
                 ma = np.average(gg["mean_margin_after"], weights=w)
+                dc, dr = _reward_change(result.items, model, name)
+                how = "" if np.isnan(dc) else (
+                    f"; mean reward change of chosen answers {dc:+.3f}, of rejected answers {dr:+.3f}: the chosen "
+                    f"answers fared {dr - dc:.3f} worse")
                 why = ("the answers are translated, so they no longer repeat the English prompt's words"
                        if gg["side"].iloc[0] == "response" and name in ("LC", "SLC") else
-                       "the prompt gains or loses words that neither answer repeats, so both overlap shares "
-                       "shrink and the chosen answer's lead shrinks with them" if gg["side"].iloc[0] == "prompt"
-                       else "the answers' wording changes, and with it how many prompt words they repeat")
+                       "the prompt's words change, so the share of them each answer repeats changes"
+                       if gg["side"].iloc[0] == "prompt" else
+                       "the added or reworded text changes how many of the prompt's words each answer repeats")
                 lines.append(f"<li><b>{esc(name)}</b>: significant in {int(gg['significant'].sum())} of {len(gg)} "
-                             f"subsets; mean margin {mb:+.3f} → {ma:+.3f}: {esc(why)}.</li>")
+                             f"subsets; mean margin {mb:+.3f} → {ma:+.3f}{how}. Why: {esc(why)}.</li>")
             notes.append(
                 f"<p><b>{esc(model)}</b> (lexical-overlap control): it rewards the share of the prompt's content words "
                 f"that an answer repeats. Flagged here:</p><ul>{''.join(lines) or '<li>nothing</li>'}</ul>"

@@ -25,9 +25,9 @@ from typing import Protocol, Sequence, runtime_checkable
 from .perturbations import MissingResourceError, cache_dir
 
 # %% auto #0
-__all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'RewriterError', 'Rewriter', 'instruction', 'rewrite_key', 'RewriteCache',
-           'CachedRewriter', 'EchoRewriter', 'apertium_versions', 'ApertiumTranslator', 'apertium_translator',
-           'model_fingerprint', 'TransformersRewriter', 'OpenAIRewriter']
+__all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'APERTIUM_CHUNK', 'RewriterError', 'Rewriter', 'instruction', 'rewrite_key',
+           'RewriteCache', 'CachedRewriter', 'EchoRewriter', 'apertium_versions', 'ApertiumTranslator',
+           'apertium_translator', 'model_fingerprint', 'TransformersRewriter', 'OpenAIRewriter']
 
 # %% ../nbs/04_rewriters.ipynb #6fd80ac5
 class RewriterError(RuntimeError):
@@ -173,6 +173,7 @@ class EchoRewriter(CachedRewriter):
 
 # %% ../nbs/04_rewriters.ipynb #dd50112e
 APERTIUM_INSTALL = "apt-get install apertium apertium-eng-spa"
+APERTIUM_CHUNK = 1500       # segments per apertium process; fixed, so results do not depend on the CPU count
 
 
 def apertium_versions(pair: str = "eng-spa") -> dict:
@@ -191,7 +192,8 @@ class ApertiumTranslator(CachedRewriter):
     "Batch translation with the `apertium` command (one process per chunk, chunks in parallel)."
     backend = "apertium"
 
-    def __init__(self, pair: str = "eng-spa", jobs: int | None = None, cache=None, timeout: float = 600):
+    def __init__(self, pair: str = "eng-spa", jobs: int | None = None, cache=None, timeout: float = 600,
+                 chunk: int = APERTIUM_CHUNK):
         super().__init__(cache)
         exe = shutil.which("apertium")
         if exe is None:
@@ -201,12 +203,12 @@ class ApertiumTranslator(CachedRewriter):
             raise MissingResourceError(f"apertium has no {pair!r} pair (installed: {pairs}); on Debian/Ubuntu run "
                                        f"`apt-get install apertium-{pair.split('_')[0]}`")
         self.exe, self.pair, self.timeout = exe, pair, timeout
-        self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+        self.jobs, self.chunk = max(1, int(jobs or os.cpu_count() or 1)), max(1, int(chunk))
         self.versions = apertium_versions(pair)
         self.model_id = f"apertium:{pair}"
 
     def settings(self):
-        return {"pair": self.pair, **{k: v for k, v in self.versions.items()}}
+        return {"pair": self.pair, "chunk": self.chunk, **{k: v for k, v in self.versions.items()}}
 
     def _run(self, lines: list[str]) -> list[str]:
         "Translate lines in one apertium process."
@@ -223,12 +225,15 @@ class ApertiumTranslator(CachedRewriter):
 
     def _generate(self, texts, instruction):
         lines = [" ".join(t.split("\n")) for t in texts]
-        n = len(lines)
-        k = min(self.jobs, max(1, n // 200))
-        bounds = [(i * n // k, (i + 1) * n // k) for i in range(k)]
-        with ThreadPoolExecutor(k) as ex:
-            parts = list(ex.map(lambda b: self._run(lines[b[0]:b[1]]), bounds))
-        return [line for part in parts for line in part]
+        order = sorted(range(len(lines)), key=lines.__getitem__)      # a batch's layout ignores input order
+        srt = [lines[i] for i in order]
+        bounds = [(i, min(i + self.chunk, len(srt))) for i in range(0, len(srt), self.chunk)]
+        with ThreadPoolExecutor(max(1, min(self.jobs, len(bounds)))) as ex:
+            parts = list(ex.map(lambda b: self._run(srt[b[0]:b[1]]), bounds))
+        out: list[str] = [""] * len(lines)
+        for i, line in zip(order, (line for part in parts for line in part)):
+            out[i] = line
+        return out
 
     def translate(self, segments: Sequence[str]) -> list[str]:
         "Translations of `segments` (one line each), in order."

@@ -741,7 +741,7 @@ class DPOScorer(HFScorer):
 
 # %% ../nbs/06_scorers.ipynb #4fe639e9
 def judge_margin(z_fwd, z_rev, method: str = "prob_avg") -> np.ndarray:
-    "logit of the position-debiased judge confidence M (STATS.md §1.2), computed stably."
+    "logit of the position-debiased judge confidence M (balanced position calibration), computed stably."
     from scipy.special import log_expit
     zf, zr = np.asarray(z_fwd, dtype=float), np.asarray(z_rev, dtype=float)
     if method == "prob_avg":

@@ -23,7 +23,6 @@ from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
-from statistics import NormalDist
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -34,7 +33,7 @@ import sympy
 __all__ = ['KINDS', 'BUILTIN_GOLDS', 'RULES', 'STRATA', 'SHELLS', 'BUILTIN_VERIFIERS', 'KNOWN_FINDINGS', 'VerifierAuditError',
            'read_expr', 'read_answer', 'infer_kind', 'load_golds', 'certify', 'Rule', 'rule', 'generate_variants',
            'extract_final_answer', 'string_normalize', 'string_verifier', 'read_number', 'numeric_sympy_verifier',
-           'MathVerify', 'resolve_verifiers', 'run_verifiers', 'wilson_ci', 'disagreement_matrix', 'known_findings',
+           'MathVerify', 'resolve_verifiers', 'run_verifiers', 'disagreement_matrix', 'known_findings',
            'VerifierAuditResult', 'verifier_audit', 'verifier_audit_cli', 'plot_verifier_audit']
 
 # %% ../nbs/12_verifiers.ipynb #c5bf8590
@@ -1169,16 +1168,7 @@ def run_verifiers(items: pd.DataFrame, verifiers, timeout: float = 5.0, workers:
     return pd.DataFrame(rows, columns=["item", "verifier", "outcome", "detail"])
 
 # %% ../nbs/12_verifiers.ipynb #27f8d36f
-def wilson_ci(k, n, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    "Wilson score interval for k successes in n trials (arrays broadcast; NaN where n = 0)."
-    k, n = np.asarray(k, float), np.asarray(n, float)
-    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = k / n
-        mid = (p + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        lo, hi = np.clip(mid - half, 0, 1), np.clip(mid + half, 0, 1)
-    return np.where(n > 0, lo, np.nan), np.where(n > 0, hi, np.nan)
+from .heterogeneity import wilson_interval as wilson_ci  # one Wilson interval for the package
 
 # %% ../nbs/12_verifiers.ipynb #4b202205
 _METRIC = {"equivalent": ("false_negative_rate", "reject"), "adversarial": ("false_positive_rate", "accept"),

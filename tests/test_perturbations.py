@@ -121,6 +121,25 @@ def test_property_translation_protects(texts):
             assert pieces_survive(src, out), (n, src, out)
 
 
+@pytest.mark.skipif(not HAS_APERTIUM, reason="apertium is not installed (apt-get install apertium apertium-eng-spa)")
+def test_translation_ignores_order_processes_and_lc_slc_sequence():
+    from reward_auditor.data import load_sample
+    from reward_auditor.rewriters import ApertiumTranslator
+    df = load_sample().head(40)[["id", "subset", "prompt", "chosen", "rejected"]]
+    fresh = lambda jobs: ApertiumTranslator("eng-spa", jobs=jobs, chunk=60)
+    t1 = fresh(1)
+    a = P.perturb(df, ["LC", "SLC"], seed=0, translator=t1)
+    n_memo = len(t1._memo)
+    t2 = fresh(3)
+    b = P.perturb(df.iloc[::-1], ["SLC", "LC"], seed=0, translator=t2)
+    assert len(t2._memo) == n_memo            # SLC sent LC's sentences too; LC then translated nothing new
+    for n in ("LC", "SLC"):
+        x = a[n].frame.set_index("id").sort_index()
+        y = b[n].frame.set_index("id").sort_index()
+        pd.testing.assert_frame_equal(x, y)
+    assert a["LC"].n_changed > 30 and a["SLC"].record["version"] == "2"
+
+
 def test_critical_words_untouched():
     src = HARD[11]
     crit = ["Never", "all", "except", "last", "one", "Only", "each", "third", "least", "km"]
@@ -213,6 +232,53 @@ def test_missing_wordnet_error_names_both_ways(monkeypatch, tmp_path):
     assert "nltk.download('wordnet')" in str(e.value) and "apt-get install wordnet-base wordnet-sense-index" in str(e.value)
 
 
+def test_missing_wordnet_for_st_names_both_ways(monkeypatch, tmp_path):
+    monkeypatch.setattr(P, "nltk_data_dirs", lambda: [tmp_path / "nltk_data"])
+    monkeypatch.setattr(P, "DEBIAN_WORDNET", tmp_path / "absent")
+    with pytest.raises(P.MissingResourceError) as e:
+        P.wordnet_lite.__wrapped__()
+    assert "nltk.download('wordnet')" in str(e.value) and "apt-get install wordnet-base wordnet-sense-index" in str(e.value)
+
+
+def test_wordnet_lite_reads_nltk_zip_layout(tmp_path):
+    import zipfile
+    lite = P.wordnet_lite()
+    root = tmp_path / "nltk_data" / "corpora"
+    root.mkdir(parents=True)
+    with zipfile.ZipFile(root / "wordnet.zip", "w") as z:
+        for f in ("index.noun", "noun.exc", "data.noun", "data.adj"):
+            z.writestr(f"wordnet/{f}", lite.read(f))
+    import unittest.mock as um
+    with um.patch.object(P, "nltk_data_dirs", lambda: [tmp_path / "nltk_data"]):
+        read, source = P._wordnet_files()
+    zl = P.WordNetLite(read, source)
+    assert source == "nltk_data" and zl.first_sense("geese", "n") == lite.first_sense("geese", "n") == ("goose",)
+    assert zl.version() == "3.0"
+
+
+def test_wordnet_lite_matches_nltk_first_sense():
+    import random
+    lite, wn = P.wordnet_lite(), P.wordnet_reader()
+    words = set(re.findall(r"[a-z]+", " ".join(HARD).lower())) | {"geese", "better", "ran", "studies", "fished", "mice"}
+    for pos in "nvar":
+        words |= set(random.Random(pos).sample(sorted(lite.index(pos)), 400))
+    for w in sorted(words):
+        for pos in "nvar":
+            ref = wn.synsets(w, pos)
+            assert lite.first_sense(w, pos) == (tuple(ref[0].lemma_names()) if ref else ()), (w, pos)
+
+
+def test_edit_size_levenshtein_matches_table():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        a, b = ("".join(rng.choice(list("abc d\n"), size=rng.integers(0, 150))) for _ in range(2))
+        assert P._levenshtein(a, b) == P._levenshtein_table(a, b)
+        assert P.edit_size(a, b) >= (a != b)
+    base = "Sort the list first, then print it. " * 30
+    assert P.edit_size(base, base.replace("print", "prnit", 1).replace("Sort", "Srot", 1)) == 4
+    assert P.edit_size(base, base + "!") == 1
+
+
 @pytest.mark.skipif(not P.DEBIAN_WORDNET.is_dir(), reason="Debian WordNet absent (apt-get install wordnet-base wordnet-sense-index)")
 def test_debian_wordnet_folder_is_copied_with_lexnames(tmp_path):
     dest = P.build_wordnet_folder(dest=tmp_path)
@@ -256,20 +322,61 @@ def test_same_seed_same_bytes_across_processes():
 
 
 def test_conditions_from_paper_files():
-    pc = P.conditions_from_file(shared_file("reward-auditor", "chat_filtered_prompt_disturbance.json"))
+    from reward_auditor.data import load_perturbed
+    ppath = shared_file("reward-auditor", "chat_filtered_prompt_disturbance.json")
+    pc = P.conditions_from_file(ppath)
     assert list(pc) == ["EF", "PH", "IU", "IW", "CN"]
     assert pc["EF"].frame["prompt"].str.startswith('""""""').all()
-    rc = P.conditions_from_file(shared_file("reward-auditor", "chat_filtered_response_disturbance.json"),
-                                mapping=P.PAPER_RESPONSE_LABELS)
+    assert pc["EF"].side == "prompt" and pc["EF"].group == "controlled"
+    assert pc["EF"].frame["id"].tolist() == load_perturbed(ppath)["orig"]["id"].tolist()
+    rpath = shared_file("reward-auditor", "chat_filtered_response_disturbance.json")
+    by_content = P.conditions_from_file(rpath)
+    assert list(by_content) == ["LE", "LE+SP", "ST", "LC", "LE+SLC"]
+    rc = P.conditions_from_file(rpath, mapping=P.PAPER_RESPONSE_LABELS)
     assert list(rc) == ["ST", "LE", "SP", "LC", "SLC"] and rc["LC"].side == "response"
-    assert (rc["LC"].frame["id"] == pc["EF"].frame["id"]).all() or len(rc["LC"].frame) > 0
+    orig = load_perturbed(rpath)["orig"]
+    for c in rc.values():
+        assert c.frame["id"].tolist() == orig["id"].tolist() and c.frame["id"].str.startswith("chat-").all()
+        assert c.original["chosen"].tolist() == orig["chosen"].tolist()
+    # the paper's "ST" column is RM-Bench's detailed plain answer, which the default calls LE
+    assert rc["ST"].frame["chosen"].tolist() == by_content["LE"].frame["chosen"].tolist()
+    assert rc["LC"].record["resources"]["content"] == "zh_concise"
+
+
+def test_conditions_from_file_mapping_semantics():
+    rpath = shared_file("reward-auditor", "chat_filtered_response_disturbance.json")
+    c = P.conditions_from_file(rpath, mapping={"paraphrase": "ST", 4: "LC-zh", 1: None})
+    assert list(c) == ["ST", "LC-zh"] and c["LC-zh"].record["resources"]["column"] == 4
+    with pytest.raises(P.PerturbationError, match="mapping key 7"):
+        P.conditions_from_file(rpath, mapping={7: "X"})
+    with pytest.raises(P.PerturbationError, match="distinct"):
+        P.conditions_from_file(rpath, mapping={1: "A", 2: "A"})
+    with pytest.raises(P.PerturbationError, match="not a file of stored variants"):
+        P.conditions_from_file(REPO / "reward_auditor" / "sample" / "preferences.jsonl")
+
+
+def test_conditions_share_constants_with_data():
+    from reward_auditor import data as D
+    assert P.PAPER_RESPONSE_LABELS is D.PAPER_RESPONSE_LABELS
+    assert P.PROMPT_PERTURBATION_LABELS is D.PROMPT_PERTURBATION_LABELS
+    shared = {n for n in dir(P) if n.isupper() and not n.startswith("_")} & {n for n in dir(D) if n.isupper()}
+    assert all(getattr(P, n) is getattr(D, n) for n in shared), shared
 
 
 def test_conditions_from_rmbench_styles():
-    c = P.conditions_from_file(shared_file("rm-bench", "chat_filtered.json"))
+    from reward_auditor.data import load_preferences
+    path = shared_file("rm-bench", "chat_filtered.json")
+    c = P.conditions_from_file(path)
     assert list(c) == ["LE", "LE+SP"]
     f = c["LE+SP"].frame
     assert f["changed"].mean() > 0.9 and (f["chosen"].str.len() > c["LE"].original["chosen"].str.len()).mean() > 0.8
+    full = load_preferences(path, format="rmbench")
+    assert f["id"].tolist() == full["id"].tolist() and f["id"].str.startswith("chat-").all()
+    assert c["LE"].frame["chosen"].tolist() == full["chosen_detailed_plain"].tolist()
+    assert c["LE"].original["chosen"].tolist() == full["chosen_concise"].tolist()
+    assert not any(col.startswith("chosen_") for col in f.columns)
+    only = P.conditions_from_file(path, mapping={"detailed_markdown": "MD"})
+    assert list(only) == ["MD"] and only["MD"].frame["chosen"].tolist() == f["chosen"].tolist()
 
 
 def test_condition_from_frame_aligns_ids():

@@ -45,7 +45,7 @@ def test_model_report(run_dir):
                     "Accuracy change versus suitability", "What the control scorers show", "Manifest"]:
         assert heading in page, heading
     assert "&lt;u&gt;id-0&lt;/u&gt;" in page or "id-0" not in page  # ids shown only escaped
-    assert "(length control)" in page and "(lexical-overlap control)" in page and "(hash-noise control)" in page
+    assert "(length control" in page and "(lexical-overlap control)" in page and "(hash-noise control)" in page
     assert "def " not in page and "import reward_auditor" not in page  # code cells are excluded
 
 

@@ -147,3 +147,17 @@ def test_apertium_batches_in_few_processes(monkeypatch):
     assert "⟦0⟧" in out[900] and "casa" in out[0]
     assert out[:10] == out[-10:]
     assert tr.resources()["apertium"] and tr.resources()["pair"] == "eng-spa"
+
+
+@pytest.mark.skipif(shutil.which("apertium") is None, reason="apt-get install apertium apertium-eng-spa")
+def test_apertium_batches_do_not_depend_on_order_or_processes():
+    import os
+    import random
+    assert R.ApertiumTranslator("eng-spa", cache=None).jobs == (os.cpu_count() or 1)
+    segs = [f"Item {i}: let the {w} run, then check that it works." for i, w in
+            enumerate(["test", "job", "model", "server", "loop"] * 40)]
+    shuffled = segs[:]
+    random.Random(1).shuffle(shuffled)
+    a = R.ApertiumTranslator("eng-spa", jobs=1, chunk=70, cache=None).translate(segs)
+    b = dict(zip(shuffled, R.ApertiumTranslator("eng-spa", jobs=3, chunk=70, cache=None).translate(shuffled)))
+    assert a == [b[s] for s in segs] and len(set(a)) == len(segs)

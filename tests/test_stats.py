@@ -147,14 +147,15 @@ def test_mean_and_t_identical_and_t_brute_force():
     assert math.isclose(rt.statistic, t_obs, rel_tol=1e-12)
 
 
-def test_float32_recheck_near_ties():
+@pytest.mark.parametrize("n", [300, 1500])          # one float32 block, and several blocks of 512
+def test_float32_recheck_near_ties(n):
     # large common offset: float32 alone cannot separate the near-tied sums; the float64 recheck must
     rng = np.random.default_rng(6)
-    d = 1000.0 + rng.integers(-3, 4, 300) * 1e-3
+    d = 1000.0 + rng.integers(-3, 4, n) * 1e-3
     d[::2] *= -1
     for alt in ("greater", "less", "two-sided"):
         r = S.signflip_test(d, B=3000, seed=8, alternative=alt, exact=False)
-        T = S.sign_matrix(8, 3000, 300).astype(float) @ d
+        T = S.sign_matrix(8, 3000, n).astype(float) @ d
         obs = d.sum()
         stat, o = {"greater": (T, obs), "less": (-T, -obs), "two-sided": (np.abs(T), abs(obs))}[alt]
         assert r.n_exceed == int(np.sum(stat >= o - 1e-12 * np.abs(d).sum()))

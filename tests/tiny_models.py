@@ -63,7 +63,7 @@ def tiny_tokenizer(path: str | Path | None = None, vocab_size: int = 320, templa
     return fast
 
 
-def _config(arch: str, vocab: int, tok, seed: int, **extra):
+def _config(arch: str, vocab: int, tok, **extra):
     from transformers import LlamaConfig, Qwen2Config
     common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
@@ -94,9 +94,7 @@ def tiny_rm(path: str | Path, arch: str = "llama", seed: int = 0, **tok_kw) -> P
     from transformers import LlamaForSequenceClassification, Qwen2ForSequenceClassification
     path = Path(path)
     tok = tiny_tokenizer(path, **tok_kw)
-    cfg = _config(arch, len(tok), tok, seed, num_labels=1)
-    if cfg.pad_token_id is None:
-        cfg.pad_token_id = None
+    cfg = _config(arch, len(tok), tok, num_labels=1)
     cls = LlamaForSequenceClassification if arch == "llama" else Qwen2ForSequenceClassification
     _init(cls(cfg), seed).save_pretrained(str(path))
     return path
@@ -107,7 +105,7 @@ def tiny_lm(path: str | Path, arch: str = "llama", seed: int = 0, **tok_kw) -> P
     from transformers import LlamaForCausalLM, Qwen2ForCausalLM
     path = Path(path)
     tok = tiny_tokenizer(path, **tok_kw)
-    cfg = _config(arch, len(tok), tok, seed)
+    cfg = _config(arch, len(tok), tok)
     cls = LlamaForCausalLM if arch == "llama" else Qwen2ForCausalLM
     _init(cls(cfg), seed).save_pretrained(str(path))
     return path
