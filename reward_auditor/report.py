@@ -24,9 +24,11 @@ from .audit import AuditResult
 from . import plots
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'ReportError', 'esc', 'show', 'show_html', 'header_html', 'findings', 'findings_html', 'warnings_html',
-           'top_degraded', 'top_degraded_html', 'control_notes', 'manifest_html', 'kernel_name', 'template_path',
-           'RenderedReport', 'to_html', 'render']
+__all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html', 'header_html', 'findings',
+           'findings_html', 'warnings_html', 'top_degraded', 'top_degraded_html', 'control_notes',
+           'subset_heterogeneity', 'manifest_html', 'kernel_name', 'template_path', 'RenderedReport', 'to_html',
+           'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic', 'render_diagnostic',
+           'frame_html']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -225,6 +227,17 @@ def control_notes(result: AuditResult) -> list[str]:
                 f"any flag here would be a false discovery.</p>")
     return notes
 
+# %% ../nbs/09_report.ipynb #f3ad2562
+def subset_heterogeneity(result: AuditResult, **kw):
+    "`heterogeneity.heterogeneity_many` on the original items of a run → (report or None, escaped HTML note)."
+    from reward_auditor import heterogeneity as het
+    try:
+        rep = het.heterogeneity_many(result, **kw)
+    except het.HeterogeneityError as e:
+        return None, f"<p><i>Subset heterogeneity not tested: {esc(e)}</i></p>"
+    skipped = "".join(f"<li>{esc(m)}: {esc(why)}</li>" for m, why in rep.skipped.items())
+    return rep, (f"<p>Not tested:</p><ul>{skipped}</ul>" if skipped else "")
+
 # %% ../nbs/09_report.ipynb #20d1bde9
 def manifest_html(manifest: dict) -> str:
     "The manifest as escaped, collapsible JSON."
@@ -295,7 +308,6 @@ def to_html(notebook: str | Path, html_path: str | Path) -> Path:
 def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path] = (), out: str | Path | None = None,
            name: str | None = None, timeout: int = 600, progress: bool = False) -> RenderedReport:
     "Execute the report template for a run folder (or a comparison of runs) → RenderedReport."
-    import papermill as pm
     run_dir = Path(run_dir)
     runs = [run_dir, *map(Path, compare)]
     for r in runs:
@@ -312,6 +324,14 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
         params = {"run_dir": str(run_dir.resolve())}
         name = name or ("report" if by == "model" else "report-by-subset")
     out = Path(out) if out is not None else run_dir
+    return execute_template(template, params, out, name, source=run_dir, timeout=timeout, progress=progress)
+
+
+def execute_template(template: str, params: dict, out: str | Path, name: str, source: Any = None,
+                     timeout: int = 600, progress: bool = False) -> RenderedReport:
+    "Run a shipped template with papermill in a kernel of this Python → `<out>/<name>.ipynb` and `.html`."
+    import papermill as pm
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     nb_path, html_path = out / f"{name}.ipynb", out / f"{name}.html"
     import reward_auditor
@@ -323,7 +343,7 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
                             kernel_name=kernel_name(), progress_bar=progress, cwd=str(out),
                             execution_timeout=timeout, log_output=False)
     except pm.PapermillExecutionError as e:
-        raise ReportError(f"report template {template} failed on {run_dir} in cell {e.exec_count}: "
+        raise ReportError(f"report template {template} failed on {source or out} in cell {e.exec_count}: "
                           f"{e.ename}: {e.evalue} (executed notebook kept at {nb_path})") from e
     finally:
         if old is None:
@@ -332,3 +352,71 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
             os.environ["PYTHONPATH"] = old
     to_html(nb_path, html_path)
     return RenderedReport(nb_path, html_path)
+
+# %% ../nbs/09_report.ipynb #00158bf7
+DIAGNOSTICS = ("verifier", "protocol", "heterogeneity", "meta")
+DIAGNOSTIC_FILE = "diagnostic.json"
+
+
+def diagnostic_kind(result: Any) -> str:
+    "Which diagnostic a result object comes from (by its class name)."
+    kinds = {"VerifierAuditResult": "verifier", "ProtocolReport": "protocol", "HeterogeneityReport": "heterogeneity",
+             "MetaReport": "meta"}
+    name = type(result).__name__
+    if name not in kinds:
+        raise ReportError(f"no diagnostic report for a {name}: expected one of {', '.join(kinds)}")
+    return kinds[name]
+
+
+def save_diagnostic(result: Any, out: str | Path) -> Path:
+    "Write a diagnostic's result to the folder `out` (table.csv, summary.txt, report.md, the result) → `out`."
+    import pickle
+    import reward_auditor
+    kind, out = diagnostic_kind(result), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "verifier":
+        result.save(out)
+    else:
+        (out / "result.pkl").write_bytes(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        (out / "summary.txt").write_text(result.summary() + "\n", encoding="utf-8")
+        (out / "report.md").write_text(result.to_markdown() + "\n", encoding="utf-8")
+    result.to_frame().to_csv(out / "table.csv", index=False)
+    (out / DIAGNOSTIC_FILE).write_text(json.dumps({"kind": kind, "reward_auditor_version": reward_auditor.__version__},
+                                                  indent=1) + "\n")
+    return out
+
+
+def load_diagnostic(path: str | Path) -> Any:
+    "Read a result written by `save_diagnostic`."
+    import pickle
+    path = Path(path)
+    f = path / DIAGNOSTIC_FILE
+    if not f.exists():
+        raise ReportError(f"{path} holds no diagnostic result ({DIAGNOSTIC_FILE} is missing): run the diagnostic "
+                          f"with --out {path} first")
+    kind = json.loads(f.read_text())["kind"]
+    if kind == "verifier":
+        from reward_auditor.verifiers import VerifierAuditResult
+        return VerifierAuditResult.load(path)
+    return pickle.loads((path / "result.pkl").read_bytes())
+
+
+def render_diagnostic(run_dir: str | Path, out: str | Path | None = None, name: str = "report",
+                      timeout: int = 600, progress: bool = False) -> RenderedReport:
+    "Execute the diagnostic's report template on a folder written by `save_diagnostic` → RenderedReport."
+    run_dir = Path(run_dir)
+    f = run_dir / DIAGNOSTIC_FILE
+    if not f.exists():
+        raise ReportError(f"{run_dir} holds no diagnostic result ({DIAGNOSTIC_FILE} is missing): run the "
+                          f"diagnostic with --out {run_dir} first")
+    kind = json.loads(f.read_text())["kind"]
+    return execute_template(f"{kind}_report", {"run_dir": str(run_dir.resolve())},
+                            Path(out) if out is not None else run_dir, name, source=run_dir, timeout=timeout,
+                            progress=progress)
+
+
+def frame_html(frame: pd.DataFrame, index: bool = False, decimals: int = 3) -> str:
+    "A frame as an HTML table with every cell and label escaped (floats to `decimals` places)."
+    st = (frame.style.format(precision=decimals, escape="html").format_index(escape="html", axis=0)
+          .format_index(escape="html", axis=1))
+    return (st if index else st.hide(axis="index")).to_html()
