@@ -181,8 +181,8 @@ def _file_mapping(path: Path, mapping: Any) -> Mapping | None:
     "The column → name mapping for one file: None (the names that describe the content), 'paper' or a dict."
     if mapping is None or mapping == "default":
         return None
-    if isinstance(mapping, Mapping):
-        return mapping
+    if isinstance(mapping, Mapping):  # JSON keys are strings: "1" means column 1
+        return {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in mapping.items()}
     if mapping == "paper":  # the paper's labels for the response files; prompt and RM-Bench files keep theirs
         recs = ra_data.read_records(path)[0]
         return dict(ra_data.PAPER_RESPONSE_LABELS) if ra_data.detect_format(recs[:1]) == "perturbed-response" \

@@ -81,6 +81,19 @@ def _alpha(s: str) -> float:
     return v
 
 
+def _mapping(s: str):
+    if s in ("default", "paper"):
+        return s
+    try:
+        m = json.loads(s)
+    except ValueError:
+        m = None
+    if not isinstance(m, dict):
+        raise argparse.ArgumentTypeError(f"mapping must be 'default', 'paper' or a JSON object such as "
+                                         f"'{{\"1\": \"LE\", \"4\": \"LC\"}}', got {s!r}")
+    return m
+
+
 def _margin(s: str):
     if s == "auto":
         return s
@@ -97,7 +110,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
-    reduction=None, trust_remote_code=False, report=True, by="model")
+    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True)
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction")
 RUN_FILE = "run.json"
 
@@ -115,9 +128,14 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data and conditions")
     g.add_argument("--data", default=S, help="preference data: a file, an HF dataset folder, or 'sample'")
     g.add_argument("--format", default=S, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
-    g.add_argument("--conditions", default=S,
-                   help="an externally perturbed file (e.g. the paper's *_response_disturbance.json) to audit")
-    g.add_argument("--perturbations", default=S, help="'all', a comma-separated list (EF,PH,...) or 'none'")
+    g.add_argument("--conditions", nargs="+", default=S, metavar="FILE",
+                   help="externally perturbed files of the same items (the paper's *_prompt_disturbance.json and "
+                        "*_response_disturbance.json, RM-Bench files) to audit; their original items are the data")
+    g.add_argument("--mapping", default=S, type=_mapping,
+                   help="names of the --conditions columns: 'default' (what the variant holds: LE, LE+SP, ST, LC, "
+                        "LE+SLC), 'paper' (the paper's labels ST, LE, SP, LC, SLC) or a JSON object column -> name")
+    g.add_argument("--perturbations", default=S,
+                   help="'all', a comma-separated list (EF,PH,...) or 'none' (default: all; none with --conditions)")
     g = p.add_argument_group("scorers")
     g.add_argument("--model", action="append", default=S,
                    help="a reward-model folder or hub id (repeatable)")
@@ -144,6 +162,10 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--margin", type=_margin, default=S, help="effect-size margin for UNSUITABLE (default 0.2; or auto)")
     g.add_argument("--family", choices=["subset", "model"], default=S,
                    help="FDR family: one model x one subset (default) or one model with subsets pooled")
+    g.add_argument("--two-sided", dest="two_sided", action="store_true", default=S,
+                   help="also test the lower tail and report IMPROVES (the default)")
+    g.add_argument("--one-sided", dest="two_sided", action="store_false", default=S,
+                   help="test degradation only, as in the paper")
     g.add_argument("--preset", choices=["paper-code"], default=S,
                    help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars (to compare with published tables)")
     g = p.add_argument_group("output")
@@ -153,6 +175,15 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="continue the run saved in --out with its saved arguments")
     g.add_argument("--no-report", dest="report", action="store_false", default=S, help="skip the HTML report")
     g.add_argument("--by", choices=["model", "subset"], default=S, help="report grouping (default model)")
+
+
+def _diagnostic_out(p: argparse.ArgumentParser) -> None:
+    "--out and --no-report of the four diagnostics."
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder: the result, table.csv, summary.txt, report.md and report.html "
+                        "(a .csv/.parquet file name writes the table only)")
+    p.add_argument("--no-report", dest="report", action="store_false", default=True,
+                   help="skip the HTML report")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -196,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--min-power", type=float, default=0.80)
     h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999)
     h.add_argument("--seed", type=int, default=0)
-    h.add_argument("--out", default=None, help="write the table to this .csv/.parquet file")
+    _diagnostic_out(h)
 
     v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers")
     _common(v)
@@ -207,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--timeout", type=float, default=5.0)
     v.add_argument("--workers", type=_positive_int("workers"), default=2)
-    v.add_argument("--out", default=None, help="write the table to this .csv/.parquet file")
+    v.add_argument("--rules", default=None, help="only these rule ids (comma-separated), e.g. for a quick check")
+    _diagnostic_out(v)
 
     pr = sub.add_parser("protocol", help="the pre-RL protocol on on-policy samples and rewards")
     _common(pr)
@@ -220,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--tau", type=float, default=0.1)
     pr.add_argument("--n-boot", type=_positive_int("n-boot"), default=2000)
     pr.add_argument("--seed", type=int, default=0)
-    pr.add_argument("--out", default=None, help="write the table to this .csv/.parquet file")
+    _diagnostic_out(pr)
 
     m = sub.add_parser("meta", help="meta-analyses over saved audits (benchmarks, correlations, downstream)")
     _common(m)
@@ -230,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--value", default="effect_size")
     m.add_argument("--method", default="spearman")
     m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--out", default=None, help="write the table to this .csv/.parquet file")
+    _diagnostic_out(m)
     return p
 
 # %% ../nbs/10_cli.ipynb #34f19b68
@@ -252,6 +284,8 @@ def resolve_audit_args(given: dict) -> dict:
                 raise CLIError(f"--{k.replace('_', '-')} {v!r} differs from the saved run's {saved[k]!r}; drop it "
                                f"to resume, or use a new --out", str(f))
     args = {**AUDIT_DEFAULTS, **saved, **given, "out": str(out)}
+    if args.get("conditions") and "perturbations" not in {**saved, **given}:
+        args["perturbations"] = "none"  # a file's conditions are the audit; built-ins only when asked for
     if not args.get("data") and not args.get("conditions"):
         raise CLIError("no data given: pass --data FILE (or 'sample') or --conditions FILE", "--data")
     if not args["model"] and not args["scorer"]:
@@ -298,6 +332,10 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
         names = list(dict.fromkeys(sig["perturbation"]))
         print(f"  {model}: " + (", ".join(f"{n} ({', '.join(sig.loc[sig['perturbation'] == n, 'subset'])})"
                                           for n in names) if names else "nothing significant"))
+        up = g[g["verdict"] == "IMPROVES"]
+        if len(up):
+            print(f"  {model} improves under: " + ", ".join(
+                f"{n} ({', '.join(up.loc[up['perturbation'] == n, 'subset'])})" for n in dict.fromkeys(up["perturbation"])))
     for w in result.manifest.get("warnings", []):
         print(f"{PROG}: warning: {w}", file=sys.stderr)
     print(f"results: {out / 'results.parquet'}")
@@ -318,8 +356,12 @@ def run_audit(args: dict, progress: bool = True) -> int:
     if args.get("data"):
         data = load_preferences(args["data"], format=args.get("format"))
         data.attrs["source"] = str(args["data"])
-    if args.get("conditions") and not Path(args["conditions"]).exists():
-        raise CLIError(f"conditions file {args['conditions']} does not exist", "--conditions")
+    conditions = args.get("conditions") or None
+    if isinstance(conditions, str):
+        conditions = [conditions]
+    for c in conditions or []:
+        if not Path(c).exists():
+            raise CLIError(f"conditions file {c} does not exist", "--conditions")
     pert = args.get("perturbations")
     pert = None if pert in (None, "", "none") else pert
     if pert is not None:
@@ -336,7 +378,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
         result = audit(data, scorers, pert, seed=args["seed"], permutations=args["permutations"],
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
-                       out=out, progress=progress, conditions=args.get("conditions"))
+                       out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
+                       two_sided=args.get("two_sided", True))
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
@@ -392,45 +435,66 @@ def cmd_report(ns) -> int:
     return 0
 
 
-def _emit(result, out: str | None) -> int:
-    "Print a diagnostic's result and, with --out, write its table."
-    print(repr(result))
-    if out:
-        table = getattr(result, "table", None)
-        if table is None:
-            raise CLIError("this result has no table to write", "--out")
+def _check_out(ns) -> None:
+    "Check a diagnostic's --out before it runs (a folder, or a .csv/.parquet table file)."
+    if ns.out:
         from reward_auditor.audit import check_writable
-        p = Path(out)
-        check_writable(p.parent)
+        p = Path(ns.out)
+        check_writable(p.parent if p.suffix in (".csv", ".parquet") else p)
+
+
+def _emit(result, ns) -> int:
+    "Print a diagnostic's result; with --out DIR save it there and render report.html (unless --no-report)."
+    print(repr(result))
+    if not ns.out:
+        return 0
+    p = Path(ns.out)
+    if p.suffix in (".csv", ".parquet"):  # a table file only
+        table = result.to_frame()
         table.to_parquet(p, index=False) if p.suffix == ".parquet" else table.to_csv(p, index=False)
         print(f"wrote {p}")
+        return 0
+    from reward_auditor.report import render_diagnostic, save_diagnostic
+    save_diagnostic(result, p)
+    print(f"results: {p}")
+    if ns.report:
+        print(f"report: {render_diagnostic(p, progress=_progress(ns)).html}")
     return 0
 
 
 def cmd_heterogeneity(ns) -> int:
     from reward_auditor.heterogeneity import heterogeneity_cli
+    _check_out(ns)
     return _emit(heterogeneity_cli(ns.paths, alpha=ns.alpha, v_target=ns.v_target, min_power=ns.min_power,
-                                   n_resamples=ns.n_resamples, seed=ns.seed), ns.out)
+                                   n_resamples=ns.n_resamples, seed=ns.seed), ns)
 
 
 def cmd_verifier_audit(ns) -> int:
-    from reward_auditor.verifiers import verifier_audit_cli
-    kw = dict(golds_path=ns.golds, strata=ns.strata, seed=ns.seed, timeout=ns.timeout, workers=ns.workers)
-    if ns.verifier:
-        kw["verifiers"] = ns.verifier
-    return _emit(verifier_audit_cli(**kw), ns.out)
+    from reward_auditor import verifiers as va
+    _check_out(ns)
+    names = [v.strip() for n in (ns.verifier or []) for v in n.split(",") if v.strip()] or None
+    if ns.rules:
+        result = va.verifier_audit(names or list(va.BUILTIN_VERIFIERS), golds=ns.golds, strata=ns.strata, seed=ns.seed,
+                                   timeout=ns.timeout, workers=ns.workers,
+                                   rules=[r.strip() for r in ns.rules.split(",") if r.strip()])
+    else:
+        kw = dict(golds_path=ns.golds, strata=ns.strata, seed=ns.seed, timeout=ns.timeout, workers=ns.workers)
+        result = va.verifier_audit_cli(**({"verifiers": names} if names else {}), **kw)
+    return _emit(result, ns)
 
 
 def cmd_protocol(ns) -> int:
     from reward_auditor.protocol import protocol_cli
+    _check_out(ns)
     return _emit(protocol_cli(ns.samples, ns.rewards, styled_paths=ns.styled, gold=ns.gold, domain=ns.domain,
-                              ns=ns.n, tau=ns.tau, n_boot=ns.n_boot, seed=ns.seed), ns.out)
+                              ns=ns.n, tau=ns.tau, n_boot=ns.n_boot, seed=ns.seed), ns)
 
 
 def cmd_meta(ns) -> int:
     from reward_auditor.meta import meta_cli
+    _check_out(ns)
     return _emit(meta_cli(ns.paths, downstream=ns.downstream, metric=ns.metric, value=ns.value, method=ns.method,
-                          seed=ns.seed), ns.out)
+                          seed=ns.seed), ns)
 
 
 COMMANDS = {"demo": cmd_demo, "audit": cmd_audit, "perturb": cmd_perturb, "report": cmd_report,

@@ -66,6 +66,13 @@ def _shade(e: float, sig: bool, vmax: float) -> str:
 def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: str = "effect_size",
                 caption: str | None = None):
     "A pandas Styler of the risk table: effect size + stars per cell, shaded by significance and magnitude."
+    up = (table["verdict"] == "IMPROVES").to_numpy() if "verdict" in table else np.zeros(len(table), bool)
+    if up.any():  # a significant improvement (two-sided audit): shaded blue, stars from its own adjusted p
+        table = table.copy()
+        table["significant"] = table["significant"].astype(bool) | up
+        if "p_less_adjusted" in table:
+            from reward_auditor.stats import stars as _stars
+            table.loc[up, "stars"] = _stars(table.loc[up, "p_less_adjusted"].to_numpy(float))
     eff = risk_matrix(table, rows, value)
     sig = risk_matrix(table, rows, "significant").reindex_like(eff)
     stars = risk_matrix(table, rows, "stars").reindex_like(eff)

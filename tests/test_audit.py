@@ -1,6 +1,7 @@
 """The audit across modules: the control scorers' verdicts on the sample, the shared sign stream, presets,
 file-based conditions, skipped backends and save/load."""
 import json
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,8 @@ import scipy.stats as sst
 from conftest import shared_file
 from reward_auditor import perturbations as pt
 from reward_auditor import stats
-from reward_auditor.audit import AuditError, AuditResult, audit, differences, family_seed
+from reward_auditor.audit import AuditError, AuditResult, audit, differences, family_seed, file_conditions
+from reward_auditor.scorers import CallableScorer
 from reward_auditor.data import load_sample
 
 CONTROLS = ["overlap", "length", "noise"]
@@ -171,3 +173,62 @@ def test_file_based_conditions():
     assert (t.loc[t["model"] == "length", "mean_delta"] == 0).all()
     ph = t[(t["model"] == "overlap") & (t["perturbation"] == "PH")].iloc[0]
     assert ph["n_changed"] < ph["n"]  # the paper's PH left some prompts unchanged
+
+
+def test_prompt_and_response_files_form_one_family():
+    "Both chat files of the paper: ten conditions named by content, one original frame, the controls behave."
+    files = [shared_file("reward-auditor", "chat_filtered_prompt_disturbance.json"),
+             shared_file("reward-auditor", "chat_filtered_response_disturbance.json")]
+    r = audit(None, ["length", "overlap"], None, conditions=files, permutations=500, progress=False)
+    t = r.table
+    assert list(dict.fromkeys(t["perturbation"])) == ["EF", "PH", "IU", "IW", "CN", *pt.RESPONSE_FILE_NAMES.values()]
+    assert set(t.loc[t["side"] == "response", "group"]) == {"stylized"}
+    original, conds = file_conditions(files)
+    assert list(conds["LE"].frame["id"]) == list(original["id"]) == list(pt.conditions_from_file(files[1])["LE"].original["id"])
+    assert r.manifest["data"]["n_items"] == len(original) == 129
+    assert (t.loc[(t["model"] == "length") & (t["side"] == "prompt"), "mean_delta"] == 0).all()
+    le = t[(t["model"] == "length") & (t["perturbation"] == "LE")].iloc[0]
+    assert le["len_change_chosen"] > 0 and le["len_change_rejected"] > 0  # the lengthened variants are longer
+    assert r.manifest["perturbations"]["LE+SLC"]["resources"]["content"] == "zh_detailed"
+    paper = audit(None, ["length"], None, conditions=files[1:], mapping="paper", permutations=200, progress=False)
+    assert list(paper.table["perturbation"]) == list(pt.PAPER_RESPONSE_LABELS.values())
+    # the same variant under two names gives the same numbers: the paper's 'LE' column 2 is the content's 'LE+SP'
+    a = paper.table.set_index("perturbation").loc["LE", "mean_delta"]
+    b = t[(t["model"] == "length") & (t["perturbation"] == "LE+SP")]["mean_delta"].iloc[0]
+    assert a == pytest.approx(b)
+    with pytest.raises(AuditError, match="differ"):
+        file_conditions([files[0], shared_file("reward-auditor", "safety-refuse_filtered_response_disturbance.json")])
+
+
+def _prefers_chosen_when_prompt_changed():
+    "A scorer that, on a perturbed prompt, adds one unit to every chosen answer: M' > M by construction."
+    data = load_sample()
+    prompts, chosen = set(data["prompt"]), set(data["chosen"])
+
+    def g(prompt: str, response: str) -> float:
+        base = zlib.crc32(response.encode()) % 1000 / 1000  # a fixed function of the answer, no direction
+        return base + (1.0 if prompt not in prompts and response in chosen else 0.0)
+    return CallableScorer(g, name="likes-chosen-on-new-prompts")
+
+
+def test_improves_is_reported_two_sided():
+    sc = _prefers_chosen_when_prompt_changed()
+    r = audit("sample", [sc, "noise"], ["IW", "LE"], permutations=2000, progress=False)
+    t = r.table.set_index(["model", "subset", "perturbation"])
+    iw = t.loc[sc.name].xs("IW", level="perturbation")
+    assert (iw["verdict"] == "IMPROVES").all() and (iw["effect_size"] < 0).all()
+    assert (iw["r_S"] == 0).all() and not iw["significant"].any()
+    assert (iw["p_less_adjusted"] <= 0.05).all() and (iw["p_less_adjusted"] >= iw["p_less"] - 1e-12).all()
+    # the response-side LE does not touch the prompt: the scorer's bonus never applies there
+    assert not (t.loc[sc.name].xs("LE", level="perturbation")["verdict"] == "IMPROVES").any()
+    assert not (r.table.loc[r.table["model"] == "noise", "verdict"] == "IMPROVES").any()
+    # p_less is the lower-tail test of the same differences on the family's sign stream
+    it = r.items
+    f = it[(it["model"] == sc.name) & (it["subset"] == "chat") & (it["perturbation"] == "IW")]
+    d = differences(f["margin_before"].to_numpy(), f["margin_after"].to_numpy(), "prob")
+    single = stats.signflip_test(d, B=2000, seed=family_seed(0, "chat"), alternative="less")
+    assert t.loc[(sc.name, "chat", "IW"), "p_less"] == pytest.approx(single.pvalue, abs=1e-12)
+    # one-sided: same degradation p-values, no IMPROVES and no lower-tail columns
+    one = audit("sample", [sc, "noise"], ["IW", "LE"], permutations=2000, progress=False, two_sided=False)
+    np.testing.assert_array_equal(one.table["p"].to_numpy(), r.table["p"].to_numpy())
+    assert "IMPROVES" not in set(one.table["verdict"]) and "p_less" not in one.table.columns

@@ -1,7 +1,9 @@
-"""The `reward-auditor` command in subprocesses: the demo end to end, audit + report, the bad-input table,
---debug, and resume after kill -9 mid-scoring with a tiny model."""
+"""The `reward-auditor` command in subprocesses: the demo end to end, audit + report, audits of the paper's
+perturbed files, the diagnostics' folders and reports, the bad-input table, --debug, and resume after kill -9
+mid-scoring with a tiny model."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from conftest import shared_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -97,6 +101,88 @@ def bad_inputs(tmp_path_factory):
     (d / "not-a-model" / "weights.txt").write_text("nothing here")
     (d / "a-file").write_text("")
     return d
+
+
+def test_audit_of_the_paper_files(tmp_path):
+    "--conditions with the prompt and the response file: ten content-named conditions; --mapping paper renames."
+    files = [shared_file("reward-auditor", "chat_filtered_prompt_disturbance.json"),
+             shared_file("reward-auditor", "chat_filtered_response_disturbance.json")]
+    r = cli("audit", "--conditions", *files, "--scorer", "overlap", "--scorer", "length", "-B", "500",
+            "--out", tmp_path / "paper", "--no-report", "-q")
+    assert r.returncode == 0, r.stderr
+    t = pd.read_parquet(tmp_path / "paper" / "results.parquet")
+    assert list(dict.fromkeys(t["perturbation"])) == ["EF", "PH", "IU", "IW", "CN", "LE", "LE+SP", "ST", "LC", "LE+SLC"]
+    assert set(t["subset"]) == {"chat"} and (t["n"] == 129).all()
+    assert (t.loc[(t["model"] == "length") & (t["side"] == "prompt"), "mean_delta"] == 0).all()
+    assert json.loads((tmp_path / "paper" / "run.json").read_text())["perturbations"] == "none"
+    r = cli("audit", "--conditions", files[1], "--mapping", "paper", "--scorer", "length", "-B", "200",
+            "--out", tmp_path / "paper-labels", "--one-sided", "--no-report", "-q")
+    assert r.returncode == 0, r.stderr
+    t = pd.read_parquet(tmp_path / "paper-labels" / "results.parquet")
+    assert list(t["perturbation"]) == ["ST", "LE", "SP", "LC", "SLC"] and "p_less" not in t.columns
+    r = cli("audit", "--conditions", files[1], "--mapping", "tables", "--scorer", "length", "--out", tmp_path / "x")
+    assert r.returncode == 2 and "mapping" in r.stderr
+
+
+def _page(folder: Path) -> str:
+    page = (folder / "report.html").read_text()
+    assert "data:image/png;base64" in page and not re.search(r"<script[^>]+src=", page)
+    return page
+
+
+def test_heterogeneity_and_meta_reports(tmp_path):
+    "Both read saved audits: heterogeneity per model on the original items, meta over two 'benchmarks'."
+    from reward_auditor.audit import audit
+    from reward_auditor.data import load_sample
+    d = load_sample()
+    d["subset"] = d["subset"].replace({"chat": "<i>chat</i>"})
+    for name, seed in (("bench-a", 0), ("bench-b", 1)):
+        audit(d, ["overlap", "length", "noise"], ["EF", "LE", "LC"], seed=seed, permutations=200,
+              out=tmp_path / name, progress=False)
+    r = cli("heterogeneity", tmp_path / "bench-a", "--n-resamples", "200", "--out", tmp_path / "het", "-q")
+    assert r.returncode == 0, r.stderr
+    page = _page(tmp_path / "het")
+    assert "Subset heterogeneity" in page and "Cramér" in page and "Wilson" in page
+    assert "<i>chat</i>" not in page and "&lt;i&gt;chat&lt;/i&gt;" in page
+    assert {"overlap", "length", "noise"} <= set(pd.read_csv(tmp_path / "het" / "table.csv")["model"])
+    r = cli("meta", tmp_path / "bench-a", tmp_path / "bench-b", "--out", tmp_path / "meta", "-q")
+    assert r.returncode == 0, r.stderr
+    page = _page(tmp_path / "meta")
+    assert "Meta-analysis" in page and "bench-b" in page
+    r = cli("meta", tmp_path / "bench-a", tmp_path / "bench-b", "--out", tmp_path / "meta.csv", "-q")
+    assert r.returncode == 0 and (tmp_path / "meta.csv").exists() and not (tmp_path / "report.html").exists()
+
+
+def test_verifier_audit_report(tmp_path):
+    golds = tmp_path / "golds.jsonl"
+    golds.write_text("\n".join(json.dumps(g) for g in [{"id": "a", "gold": "12"}, {"id": "b", "gold": r"\frac{2}{5}"}]))
+    r = cli("verifier-audit", "--golds", golds, "--verifier", "string", "--verifier", "numeric-sympy",
+            "--rules", "identity,dollar_delimiters,trailing_zeros,sign_flip,off_by_one", "--workers", "1",
+            "--out", tmp_path / "va", "-q")
+    assert r.returncode == 0, r.stderr
+    page = _page(tmp_path / "va")
+    assert "Verifier audit" in page and "Certified error rates" in page and "numeric-sympy" in page
+    from reward_auditor.verifiers import VerifierAuditResult
+    back = VerifierAuditResult.load(tmp_path / "va")
+    assert set(back.verifiers) == {"string", "numeric-sympy"} and set(back.variants["gold_id"]) == {"a", "b"}
+    assert set(back.variants["rule"]) <= {"identity", "dollar_delimiters", "trailing_zeros", "sign_flip", "off_by_one"}
+
+
+def test_protocol_report_and_no_report(tmp_path):
+    from reward_auditor.protocol import simulate_policy_samples
+    sim = simulate_policy_samples(24, 4, seed=1)
+    sim.samples.to_csv(tmp_path / "samples.csv", index=False)
+    sim.rewards.to_csv(tmp_path / "rewards.csv", index=False)
+    r = cli("protocol", tmp_path / "samples.csv", "--rewards", tmp_path / "rewards.csv", "--n-boot", "200",
+            "--out", tmp_path / "pr", "-q")
+    assert r.returncode == 0, r.stderr
+    page = _page(tmp_path / "pr")
+    assert "Pre-RL protocol" in page and "Best of n" in page and "sharp-but-flat" in page
+    assert set(pd.read_csv(tmp_path / "pr" / "table.csv")["model"]) == {"sharp-but-flat", "spread", "stylish"}
+    r = cli("protocol", tmp_path / "samples.csv", "--rewards", tmp_path / "rewards.csv", "--n-boot", "200",
+            "--out", tmp_path / "pr2", "--no-report", "-q")
+    assert r.returncode == 0 and (tmp_path / "pr2" / "table.csv").exists()
+    assert not (tmp_path / "pr2" / "report.html").exists()
 
 
 BAD = {

@@ -40,9 +40,11 @@ def test_model_report(run_dir):
     page = rep.html.read_text()
     _assert_safe(page)
     assert rep.notebook.exists()
-    assert page.count("data:image/png;base64") >= 4  # radar, 3 distributions, accuracy vs suitability
+    assert page.count("data:image/png;base64") >= 7  # radar, 3 distributions, accuracy vs suitability, 3 subset plots
+    assert "Cramér" in page and "Wilson" in page
     for heading in ["Findings", "Risk table", "Radar charts per subset", "largest degradation",
-                    "Accuracy change versus suitability", "What the control scorers show", "Manifest"]:
+                    "Accuracy change versus suitability", "What the control scorers show", "Subset heterogeneity",
+                    "Manifest"]:
         assert heading in page, heading
     assert "&lt;u&gt;id-0&lt;/u&gt;" in page or "id-0" not in page  # ids shown only escaped
     assert "(length control" in page and "(lexical-overlap control)" in page and "(hash-noise control)" in page
