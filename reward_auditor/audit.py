@@ -27,7 +27,7 @@ from . import scorers as ra_scorers
 from . import stats as ra_stats
 
 # %% auto #0
-__all__ = ['PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS', 'TABLE_COLUMNS', 'AuditError',
+__all__ = ['PRESET_KEYS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS', 'TABLE_COLUMNS', 'AuditError',
            'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions',
            'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table', 'decide', 'AuditResult',
            'package_versions', 'audit', 'check_writable']
@@ -37,9 +37,7 @@ class AuditError(ValueError):
     "A bad audit argument or input; the message says what, where and what to do."
 
 
-PRESETS: dict[str, dict[str, Any]] = {
-    "paper-code": dict(scale="nll", effect_ddof=0, multiplicity="bh", stars="raw"),
-}
+PRESET_KEYS = ("scale", "effect_ddof", "multiplicity", "stars", "statistic", "p_method")
 SCALES = ("prob", "logprob", "nll")
 FAMILIES = ("subset", "model")
 
@@ -56,15 +54,17 @@ class AuditSettings:
     family: str = "subset"
     effect_ddof: int = 1
     stars: str = "adjusted"
+    statistic: str = "mean"
+    p_method: str = "permp"
     two_sided: bool = True
     preset: str | None = None
 
     def __post_init__(self):
         if self.preset is not None:
-            if self.preset not in PRESETS:
-                raise AuditError(f"unknown preset {self.preset!r} (preset): choose from {sorted(PRESETS)}")
-            for k, v in PRESETS[self.preset].items():
-                setattr(self, k, v)
+            if self.preset not in ra_stats.PRESETS:
+                raise AuditError(f"unknown preset {self.preset!r} (preset): choose from {sorted(ra_stats.PRESETS)}")
+            for k in PRESET_KEYS:
+                setattr(self, k, ra_stats.PRESETS[self.preset][k])
         if isinstance(self.permutations, bool) or not isinstance(self.permutations, (int, np.integer)) \
                 or self.permutations < 1:
             raise AuditError(f"permutations must be a whole number >= 1, got {self.permutations!r} (permutations)")
@@ -321,11 +321,12 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
     pvals, pless = np.full(len(names), np.nan), np.full(len(names), np.nan)
     if testable.any():  # one shared sign stream for the whole family: the fast path
         Dt = D[:, testable]
+        test_args = dict(B=settings.permutations, seed=seed, statistic=settings.statistic, p_method=settings.p_method)
         if settings.two_sided:  # the lower tail of D is the upper tail of −D: same signs, one pass, both tails
-            res = ra_stats.signflip_tests(np.hstack([Dt, -Dt]), B=settings.permutations, seed=seed).pvalue
+            res = ra_stats.signflip_tests(np.hstack([Dt, -Dt]), **test_args).pvalue
             pvals[testable], pless[testable] = res[:Dt.shape[1]], res[Dt.shape[1]:]
         else:
-            pvals[testable] = ra_stats.signflip_tests(Dt, B=settings.permutations, seed=seed).pvalue
+            pvals[testable] = ra_stats.signflip_tests(Dt, **test_args).pvalue
     rows = []
     for k, name in enumerate(names):
         ok = finite[:, k]
@@ -368,8 +369,8 @@ def decide(table: pd.DataFrame, settings: AuditSettings) -> tuple[pd.DataFrame, 
         margin = float(max(quiet.max(), 0.0)) if len(quiet) else 0.2
     rr = ra_stats.risk_report(t["effect_size"].to_numpy(float), t["p_adjusted"].to_numpy(float),
                               alpha=settings.alpha, margin=float(margin),
-                              star_scheme="paper-code" if settings.stars == "raw" else "adjusted",
-                              p_raw=t["p"].to_numpy(float) if settings.stars == "raw" else None,
+                              star_scheme=settings.stars,
+                              p_raw=t["p"].to_numpy(float) if settings.stars == "paper-code" else None,
                               p_less_adjusted=t["p_less_adjusted"].to_numpy(float) if "p_less_adjusted" in t else None)
     for col in ("significant", "stars", "r_S", "verdict"):
         t[col] = rr[col].to_numpy()

@@ -144,8 +144,10 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kind", default=S, help="scorer family for --model (e.g. classifier, dpo, judge)")
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
     g.add_argument("--dtype", default=S, help="float32, bfloat16, float16 (default: by device)")
-    g.add_argument("--batch-size", type=_positive_int("batch size"), default=S)
-    g.add_argument("--max-length", type=_positive_int("max length"), default=S)
+    g.add_argument("--batch-size", type=_positive_int("batch size"), default=S,
+                   help="pairs scored per forward pass (default: by model and device)")
+    g.add_argument("--max-length", type=_positive_int("max length"), default=S,
+                   help="truncate inputs to this many tokens (default: the model's limit)")
     g.add_argument("--reference", default=S, help="reference model for --kind dpo (omit: reference-free)")
     g.add_argument("--beta", type=float, default=S, help="DPO beta (default 0.1)")
     g.add_argument("--reduction", choices=["sum", "mean"], default=S, help="DPO log-prob reduction (default sum)")
@@ -196,9 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="audit the bundled sample with the control scorers and render the report")
     _common(d)
     d.add_argument("--out", default="runs/demo", help="output folder (default runs/demo)")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--permutations", "-B", type=_positive_int("permutations"), default=10_000)
-    d.add_argument("--no-report", dest="report", action="store_false", default=True)
+    d.add_argument("--seed", type=int, default=0, help="seed for perturbations and sign flips (default 0)")
+    d.add_argument("--permutations", "-B", type=_positive_int("permutations"), default=10_000,
+                   help="sign-flip draws per test (default 10000)")
+    d.add_argument("--no-report", dest="report", action="store_false", default=True, help="skip the HTML report")
 
     a = sub.add_parser("audit", help="audit scorers on data under perturbations; writes results and a report")
     _common(a)
@@ -206,27 +209,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("perturb", help="write the perturbed conditions of a dataset to a file")
     _common(q)
-    q.add_argument("--data", required=True)
-    q.add_argument("--format", default=None)
-    q.add_argument("--perturbations", default="all")
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--data", required=True, help="preference data: a file, an HF dataset folder, or 'sample'")
+    q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
+    q.add_argument("--perturbations", default="all", help="'all' (default) or a comma-separated list (EF,PH,...)")
+    q.add_argument("--seed", type=int, default=0, help="seed of the random perturbations (default 0)")
     q.add_argument("--out", required=True, help="a .jsonl, .csv or .parquet file")
 
     r = sub.add_parser("report", help="render the HTML report of a saved run (or compare several)")
     _common(r)
     r.add_argument("run", help="a run folder written by `audit`")
-    r.add_argument("--by", choices=["model", "subset"], default="model")
+    r.add_argument("--by", choices=["model", "subset"], default="model",
+                   help="one section per model (default) or per subset")
     r.add_argument("--compare", nargs="+", default=[], metavar="RUN", help="more run folders to compare with")
     r.add_argument("--out", default=None, help="folder for the report (default: the run folder)")
 
     h = sub.add_parser("heterogeneity", help="subset x correct/incorrect heterogeneity of per-prompt results")
     _common(h)
-    h.add_argument("paths", nargs="+", help="per-prompt results files (one model each)")
-    h.add_argument("--alpha", type=_alpha, default=0.05)
-    h.add_argument("--v-target", type=float, default=0.10)
-    h.add_argument("--min-power", type=float, default=0.80)
-    h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999)
-    h.add_argument("--seed", type=int, default=0)
+    h.add_argument("paths", nargs="+",
+                   help="per-prompt results files (JSON or JSON lines, one model each) or saved audit folders")
+    h.add_argument("--alpha", type=_alpha, default=0.05,
+                   help="significance level of the chi-square test and of BH across models (default 0.05)")
+    h.add_argument("--v-target", type=float, default=0.10,
+                   help="Cramér's V the power is computed for: the smallest dependence worth seeing (default 0.10)")
+    h.add_argument("--min-power", type=float, default=0.80,
+                   help="below this power to detect --v-target the grade is I, inconclusive (default 0.80)")
+    h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999,
+                   help="resampled tables for the p-value when expected counts are small (default 9999)")
+    h.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
     _diagnostic_out(h)
 
     v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers")
@@ -234,10 +243,13 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--verifier", action="append", default=None,
                    help="built-in verifier name (repeatable; default: the four built-ins)")
     v.add_argument("--golds", default=None, help="a file of gold answers")
-    v.add_argument("--strata", default="all")
-    v.add_argument("--seed", type=int, default=0)
-    v.add_argument("--timeout", type=float, default=5.0)
-    v.add_argument("--workers", type=_positive_int("workers"), default=2)
+    v.add_argument("--strata", default="all",
+                   help="'all' (default) or a comma-separated subset of equivalent, contract, adversarial")
+    v.add_argument("--seed", type=int, default=0, help="seed of the variant generator (default 0)")
+    v.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds per verdict; slower calls count as no verdict (default 5)")
+    v.add_argument("--workers", type=_positive_int("workers"), default=2,
+                   help="worker processes running the verifiers (default 2)")
     v.add_argument("--rules", default=None, help="only these rule ids (comma-separated), e.g. for a quick check")
     _diagnostic_out(v)
 
@@ -246,22 +258,31 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("samples", help="on-policy samples file")
     pr.add_argument("--rewards", nargs="*", default=[], help="reward files, one per RM")
     pr.add_argument("--styled", nargs="*", default=[], help="reward files after a style rewrite")
-    pr.add_argument("--gold", default="gold")
-    pr.add_argument("--domain", default="domain")
+    pr.add_argument("--gold", default="gold", help="column of the samples file with the gold score (default gold)")
+    pr.add_argument("--domain", default="domain",
+                    help="column of the samples file with the domain of each prompt (default domain)")
     pr.add_argument("--n", type=int, nargs="*", default=None, help="best-of-n values")
-    pr.add_argument("--tau", type=float, default=0.1)
-    pr.add_argument("--n-boot", type=_positive_int("n-boot"), default=2000)
-    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--tau", type=float, default=0.1,
+                    help="within-prompt z-variance below which a prompt counts as low-variance (default 0.1)")
+    pr.add_argument("--n-boot", type=_positive_int("n-boot"), default=2000,
+                    help="bootstrap resamples of prompts for the accuracy interval (default 2000)")
+    pr.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     _diagnostic_out(pr)
 
     m = sub.add_parser("meta", help="meta-analyses over saved audits (benchmarks, correlations, downstream)")
     _common(m)
     m.add_argument("paths", nargs="+", help="saved audit folders or table files")
-    m.add_argument("--downstream", default=None)
-    m.add_argument("--metric", default=None)
-    m.add_argument("--value", default="effect_size")
-    m.add_argument("--method", default="spearman")
-    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--downstream", default=None, metavar="FILE",
+                   help="per-model downstream results (.csv, .json or .jsonl with a `model` column) to correlate "
+                        "with the models' risk")
+    m.add_argument("--metric", default=None,
+                   help="the downstream column to use (needed when the file has several numeric columns)")
+    m.add_argument("--value", default="effect_size",
+                   help="audit-table column whose correlation across units clusters the perturbations "
+                        "(default effect_size)")
+    m.add_argument("--method", default="spearman", choices=["spearman", "pearson"],
+                   help="correlation used throughout (default spearman)")
+    m.add_argument("--seed", type=int, default=0, help="seed of the downstream permutation test (default 0)")
     _diagnostic_out(m)
     return p
 
@@ -472,15 +493,9 @@ def cmd_heterogeneity(ns) -> int:
 def cmd_verifier_audit(ns) -> int:
     from reward_auditor import verifiers as va
     _check_out(ns)
-    names = [v.strip() for n in (ns.verifier or []) for v in n.split(",") if v.strip()] or None
-    if ns.rules:
-        result = va.verifier_audit(names or list(va.BUILTIN_VERIFIERS), golds=ns.golds, strata=ns.strata, seed=ns.seed,
-                                   timeout=ns.timeout, workers=ns.workers,
-                                   rules=[r.strip() for r in ns.rules.split(",") if r.strip()])
-    else:
-        kw = dict(golds_path=ns.golds, strata=ns.strata, seed=ns.seed, timeout=ns.timeout, workers=ns.workers)
-        result = va.verifier_audit_cli(**({"verifiers": names} if names else {}), **kw)
-    return _emit(result, ns)
+    names = [v.strip() for n in (ns.verifier or []) for v in n.split(",") if v.strip()] or list(va.BUILTIN_VERIFIERS)
+    return _emit(va.verifier_audit_cli(names, golds_path=ns.golds, strata=ns.strata, seed=ns.seed, timeout=ns.timeout,
+                                       workers=ns.workers, rules=ns.rules), ns)
 
 
 def cmd_protocol(ns) -> int:

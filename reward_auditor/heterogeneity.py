@@ -37,7 +37,8 @@ def wilson_interval(successes, n, level: float = 0.95) -> tuple[np.ndarray, np.n
         p = k / n
         centre = (p + z * z / (2 * n)) / (1 + z * z / n)
         half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        lo, hi = np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+        lo = np.where(k <= 0, 0.0, np.clip(np.minimum(centre - half, p), 0, 1))
+        hi = np.where(k >= n, 1.0, np.clip(np.maximum(centre + half, p), 0, 1))
     return np.where(n > 0, lo, np.nan), np.where(n > 0, hi, np.nan)
 
 # %% ../nbs/11_heterogeneity.ipynb #3be192f0
@@ -295,6 +296,28 @@ class HeterogeneityResult:
         return (f"HeterogeneityResult(model={self.model!r}, statistic={self.statistic:.4g}, df={self.df}, "
                 f"pvalue={self.pvalue:.4g}, cramers_v={self.cramers_v:.4f}, grade={self.grade!r})")
 
+    def save(self, out) -> Path:
+        "Write the result to a folder: contingency and per-subset tables as Parquet, numbers as JSON, the summary."
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        _write_frame(self.table, out / "contingency.parquet")
+        _write_frame(self.subsets, out / "subsets.parquet")
+        fields = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("table", "subsets")}
+        _write_json(out / "result.json", {"kind": "heterogeneity_result", **fields})
+        (out / "summary.txt").write_text(self.summary() + "\n", encoding="utf-8")
+        return out
+
+    @classmethod
+    def load(cls, path) -> "HeterogeneityResult":
+        "Read a result written by `save`."
+        p = Path(path)
+        d = _read_json(_need(p, "result.json", "a heterogeneity result"))
+        d.pop("kind", None)
+        d["v_ci"], d["gap_ci"] = tuple(d["v_ci"]), tuple(d["gap_ci"])
+        table = _read_frame(_need(p, "contingency.parquet", "a heterogeneity result"))
+        table.attrs["dropped"] = list(d.get("settings", {}).get("dropped", []))
+        return cls(table=table, subsets=_read_frame(_need(p, "subsets.parquet", "a heterogeneity result")), **d)
+
 def _html_escape(s: str) -> str:
     "Escape text for HTML."
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -410,6 +433,30 @@ class HeterogeneityReport:
     def __repr__(self) -> str:
         return self.summary()
 
+    def save(self, out) -> Path:
+        "Write the report to a folder: tables as Parquet, one sub-folder per model, settings as JSON, the summary."
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        _write_frame(self.table, out / "table.parquet")
+        _write_frame(self.excess, out / "excess.parquet")
+        for i, r in enumerate(self.results.values()):
+            r.save(out / "models" / f"{i:03d}")
+        _write_json(out / "report.json", {"kind": "heterogeneity", "models": list(self.results), "alpha": self.alpha,
+                                          "skipped": self.skipped})
+        (out / "summary.txt").write_text(self.summary() + "\n", encoding="utf-8")
+        (out / "report.md").write_text(self.to_markdown() + "\n", encoding="utf-8")
+        return out
+
+    @classmethod
+    def load(cls, path) -> "HeterogeneityReport":
+        "Read a report written by `save`."
+        p = Path(path)
+        d = _read_json(_need(p, "report.json", "a heterogeneity report"))
+        results = {m: HeterogeneityResult.load(p / "models" / f"{i:03d}") for i, m in enumerate(d["models"])}
+        return cls(results=results, table=_read_frame(_need(p, "table.parquet", "a heterogeneity report")),
+                   excess=_read_frame(_need(p, "excess.parquet", "a heterogeneity report")), alpha=d["alpha"],
+                   skipped=d.get("skipped", {}))
+
 def heterogeneity_many(data, *, alpha: float = 0.05, **kw) -> HeterogeneityReport:
     "Run `heterogeneity` per model (mapping name → data, or a frame with `model`); BH over p; untestable models are skipped."
     if isinstance(getattr(data, "items", None), pd.DataFrame):
@@ -441,6 +488,44 @@ def heterogeneity_many(data, *, alpha: float = 0.05, **kw) -> HeterogeneityRepor
     if len(results) > 1:
         table["weakest_excess"] = table["model"].map(excess.idxmin(axis=1))
     return HeterogeneityReport(results=results, table=table, excess=excess, alpha=alpha, skipped=skipped)
+
+# %% ../nbs/11_heterogeneity.ipynb #30921279
+def _jsonable(x):
+    "JSON form of numpy scalars, arrays and paths (for `json.dumps(default=...)`)."
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, (Path, tuple, set)):
+        return str(x) if isinstance(x, Path) else list(x)
+    raise TypeError(f"cannot store a {type(x).__name__} as JSON")
+
+def _write_json(path: Path, obj) -> None:
+    "Write `obj` as indented JSON (numpy scalars converted; NaN kept)."
+    path.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n", encoding="utf-8")
+
+def _read_json(path: Path):
+    "Read a JSON file written by `_write_json`."
+    return json.loads(path.read_text(encoding="utf-8"))
+
+def _write_frame(frame: pd.DataFrame, path: Path) -> None:
+    "Write a frame as Parquet with its index (column labels must be strings)."
+    frame.to_parquet(path, index=True)
+
+def _read_frame(path: Path) -> pd.DataFrame:
+    "Read a frame written by `_write_frame`."
+    return pd.read_parquet(path)
+
+def _need(folder: Path, name: str, what: str) -> Path:
+    "The path of a file a saved result needs, or a HeterogeneityError that says what is missing."
+    f = Path(folder) / name
+    if not f.exists():
+        raise HeterogeneityError(f"{folder} holds no {what} ({name} is missing); write it with `save(dir)` first.")
+    return f
 
 # %% ../nbs/11_heterogeneity.ipynb #1c730def
 def heterogeneity_cli(paths: Sequence[str | Path], *, alpha: float = 0.05, v_target: float = 0.10,

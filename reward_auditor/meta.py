@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .heterogeneity import _frame_to_markdown, _html_escape
+from .heterogeneity import (HeterogeneityError, _frame_to_markdown, _html_escape, _need, _read_frame,
+                                          _read_json, _write_frame, _write_json)
 
 # %% auto #0
 __all__ = ['GROUPS', 'REQUIRED', 'MetaError', 'combine_tables', 'simulate_audit_tables', 'benchmark_meta', 'ClusteredCorrelation',
@@ -381,6 +382,52 @@ class MetaReport:
 
     def __repr__(self) -> str:
         return self.summary()
+
+    def save(self, out) -> Path:
+        "Write the report to a folder: every table as Parquet, numbers, notes and settings as JSON, the summary."
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        _write_frame(self.data, out / "data.parquet")
+        _write_frame(self.table, out / "table.parquet")
+        for name in ("group_risk", "accuracy"):
+            if getattr(self, name) is not None:
+                _write_frame(getattr(self, name), out / f"{name}.parquet")
+        head = {"kind": "meta", "notes": self.notes, "group_risk": self.group_risk is not None,
+                "accuracy": self.accuracy is not None, "correlation": None, "downstream": None}
+        c = self.correlation
+        if c is not None:
+            _write_frame(c.matrix, out / "correlation.parquet")
+            _write_frame(pd.DataFrame(c.linkage, columns=["left", "right", "distance", "size"]), out / "linkage.parquet")
+            _write_frame(c.clusters.to_frame(), out / "clusters.parquet")
+            head["correlation"] = {"order": c.order, "n_units": c.n_units, "method": c.method, "value": c.value}
+        d = self.downstream
+        if d is not None:
+            _write_frame(d.frame, out / "downstream.parquet")
+            head["downstream"] = {k: getattr(d, k) for k in d.__dataclass_fields__ if k != "frame"}
+        _write_json(out / "report.json", head)
+        (out / "summary.txt").write_text(self.summary() + "\n", encoding="utf-8")
+        (out / "report.md").write_text(self.to_markdown() + "\n", encoding="utf-8")
+        return out
+
+    @classmethod
+    def load(cls, path) -> "MetaReport":
+        "Read a report written by `save`."
+        p = Path(path)
+        try:
+            head = _read_json(_need(p, "report.json", "a meta-analysis report"))
+            read = lambda name: _read_frame(_need(p, f"{name}.parquet", "a meta-analysis report"))
+            corr = down = None
+            if head["correlation"] is not None:
+                clusters = read("clusters").iloc[:, 0]
+                corr = ClusteredCorrelation(read("correlation"), head["correlation"]["order"],
+                                            read("linkage").to_numpy(float), clusters, head["correlation"]["n_units"],
+                                            head["correlation"]["method"], head["correlation"]["value"])
+            if head["downstream"] is not None:
+                down = DownstreamResult(frame=read("downstream"), **head["downstream"])
+            return cls(read("data"), read("table"), corr, read("group_risk") if head["group_risk"] else None,
+                       read("accuracy") if head["accuracy"] else None, down, list(head["notes"]))
+        except HeterogeneityError as e:
+            raise MetaError(str(e)) from None
 
 def meta_report(tables, downstream=None, *, metric: str | None = None, value: str = "effect_size",
                 method: str = "spearman", seed: int = 0) -> MetaReport:

@@ -18,7 +18,8 @@ import pandas as pd
 from scipy import stats
 
 from .data import StyleMatrix, rmbench_style_matrix
-from .heterogeneity import _frame_to_markdown, _html_escape, wilson_interval
+from .heterogeneity import (_frame_to_markdown, _html_escape, _need, _read_frame, _read_json,
+                                          _write_frame, _write_json, wilson_interval)
 
 # %% auto #0
 __all__ = ['ProtocolError', 'PolicySamples', 'simulate_policy_samples', 'long_rewards', 'score_samples', 'pair_counts',
@@ -338,6 +339,51 @@ class ProtocolReport:
 
     def __repr__(self) -> str:
         return self.summary()
+
+    def save(self, out) -> Path:
+        "Write the report to a folder: tables as Parquet, one sub-folder per RM, numbers and settings as JSON."
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        _write_frame(self.table, out / "table.parquet")
+        for i, r in enumerate(self.results.values()):
+            d = out / "models" / f"{i:03d}"
+            d.mkdir(parents=True, exist_ok=True)
+            _write_frame(r.domains, d / "domains.parquet")
+            _write_frame(r.best_of_n, d / "best_of_n.parquet")
+            style = None
+            if r.style is not None:
+                _write_frame(r.style.matrix, d / "style_matrix.parquet")
+                style = {"hard": r.style.hard, "normal": r.style.normal, "easy": r.style.easy, "n": r.style.n}
+            _write_json(d / "result.json", {"model": r.model, "accuracy": r.accuracy, "variance": r.variance,
+                                            "flips": r.flips, "style": style})
+        _write_json(out / "report.json", {"kind": "protocol", "models": list(self.results), "settings": self.settings})
+        (out / "summary.txt").write_text(self.summary() + "\n", encoding="utf-8")
+        (out / "report.md").write_text(self.to_markdown() + "\n", encoding="utf-8")
+        return out
+
+    @classmethod
+    def load(cls, path) -> "ProtocolReport":
+        "Read a report written by `save`."
+        from reward_auditor.heterogeneity import HeterogeneityError
+        p = Path(path)
+        try:
+            head = _read_json(_need(p, "report.json", "a protocol report"))
+            table = _read_frame(_need(p, "table.parquet", "a protocol report"))
+            results = {}
+            for i, m in enumerate(head["models"]):
+                d = p / "models" / f"{i:03d}"
+                r = _read_json(_need(d, "result.json", f"the protocol result of {m}"))
+                style = None
+                if r["style"] is not None:
+                    style = StyleMatrix(_read_frame(_need(d, "style_matrix.parquet", f"the style matrix of {m}")),
+                                        **r["style"])
+                results[m] = ProtocolResult(r["model"], r["accuracy"], r["variance"],
+                                            _read_frame(_need(d, "domains.parquet", f"the domains of {m}")),
+                                            _read_frame(_need(d, "best_of_n.parquet", f"the best-of-n curve of {m}")),
+                                            r["flips"], style)
+        except HeterogeneityError as e:
+            raise ProtocolError(str(e)) from None
+        return cls(results, table, head["settings"])
 
 def protocol_report(samples: pd.DataFrame, rewards=None, *, gold: str = "gold", domain: str = "domain",
                     styled=None, style_scores: Mapping[str, tuple] | None = None, ns: Sequence[int] | None = None,

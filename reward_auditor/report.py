@@ -92,7 +92,7 @@ def findings(table: pd.DataFrame) -> pd.DataFrame:
 
 def findings_html(table: pd.DataFrame) -> str:
     "The findings frame as an escaped HTML table."
-    return findings(table).style.format({"accuracy": "{:.3f}"}).format(escape="html").hide(axis="index").to_html()
+    return findings(table).style.format(precision=3, escape="html").hide(axis="index").to_html()
 
 
 def warnings_html(manifest: dict) -> str:
@@ -368,18 +368,27 @@ def diagnostic_kind(result: Any) -> str:
     return kinds[name]
 
 
+def _result_class(kind: str):
+    "The result class of a diagnostic kind (each has `save(dir)` and `load(dir)`)."
+    if kind == "verifier":
+        from reward_auditor.verifiers import VerifierAuditResult as cls
+    elif kind == "protocol":
+        from reward_auditor.protocol import ProtocolReport as cls
+    elif kind == "heterogeneity":
+        from reward_auditor.heterogeneity import HeterogeneityReport as cls
+    elif kind == "meta":
+        from reward_auditor.meta import MetaReport as cls
+    else:
+        raise ReportError(f"unknown diagnostic kind {kind!r}: expected one of {', '.join(DIAGNOSTICS)}")
+    return cls
+
+
 def save_diagnostic(result: Any, out: str | Path) -> Path:
-    "Write a diagnostic's result to the folder `out` (table.csv, summary.txt, report.md, the result) → `out`."
-    import pickle
+    "Write a diagnostic's result to the folder `out` (its own files, table.csv, summary.txt, report.md) → `out`."
     import reward_auditor
     kind, out = diagnostic_kind(result), Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if kind == "verifier":
-        result.save(out)
-    else:
-        (out / "result.pkl").write_bytes(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
-        (out / "summary.txt").write_text(result.summary() + "\n", encoding="utf-8")
-        (out / "report.md").write_text(result.to_markdown() + "\n", encoding="utf-8")
+    result.save(out)
     result.to_frame().to_csv(out / "table.csv", index=False)
     (out / DIAGNOSTIC_FILE).write_text(json.dumps({"kind": kind, "reward_auditor_version": reward_auditor.__version__},
                                                   indent=1) + "\n")
@@ -387,18 +396,21 @@ def save_diagnostic(result: Any, out: str | Path) -> Path:
 
 
 def load_diagnostic(path: str | Path) -> Any:
-    "Read a result written by `save_diagnostic`."
-    import pickle
+    "Read a result written by `save_diagnostic` (plain tables and JSON; no pickle is ever read)."
     path = Path(path)
     f = path / DIAGNOSTIC_FILE
     if not f.exists():
         raise ReportError(f"{path} holds no diagnostic result ({DIAGNOSTIC_FILE} is missing): run the diagnostic "
                           f"with --out {path} first")
     kind = json.loads(f.read_text())["kind"]
-    if kind == "verifier":
-        from reward_auditor.verifiers import VerifierAuditResult
-        return VerifierAuditResult.load(path)
-    return pickle.loads((path / "result.pkl").read_bytes())
+    if kind != "verifier" and (path / "result.pkl").exists() and not (path / "report.json").exists():
+        raise ReportError(f"{path} holds a {kind} result in the old pickle format (result.pkl), which is no longer "
+                          f"read because unpickling can run code: run the diagnostic again with --out {path}")
+    try:
+        return _result_class(kind).load(path)
+    except (OSError, ValueError) as e:
+        raise ReportError(f"{path}: the saved {kind} result could not be read ({e}); run the diagnostic again "
+                          f"with --out {path}") from e
 
 
 def render_diagnostic(run_dir: str | Path, out: str | Path | None = None, name: str = "report",

@@ -1383,13 +1383,19 @@ def verifier_audit(verifiers=("math-verify-latex", "math-verify-expr", "string",
     return VerifierAuditResult(variants, verdicts, table, per_rule, disagreement_matrix(verdicts), params)
 
 
+def _names(x) -> list[str] | None:
+    "A list of names from a list or a comma-separated string (None stays None)."
+    if x is None:
+        return None
+    return [v.strip() for v in x.split(",") if v.strip()] if isinstance(x, str) else list(x)
+
+
 def verifier_audit_cli(verifiers: Sequence[str] = ("math-verify-latex", "math-verify-expr", "string", "numeric-sympy"),
                        golds_path: str | None = None, strata="all", seed: int = 0, timeout: float = 5.0,
-                       workers: int = 2) -> VerifierAuditResult:
-    "Entry point for `reward-auditor verifier-audit`: built-in verifier names (list or comma string), an optional gold file."
-    if isinstance(verifiers, str):
-        verifiers = [v.strip() for v in verifiers.split(",") if v.strip()]
-    return verifier_audit(list(verifiers), golds=golds_path, strata=strata, seed=seed, timeout=timeout, workers=workers)
+                       workers: int = 2, rules: Sequence[str] | str | None = None) -> VerifierAuditResult:
+    "Entry point for `reward-auditor verifier-audit`: verifier names and rule ids (lists or comma strings), an optional gold file."
+    return verifier_audit(_names(verifiers), golds=golds_path, strata=strata, seed=seed, timeout=timeout,
+                          workers=workers, rules=_names(rules))
 
 # %% ../nbs/12_verifiers.ipynb #c8e9ab46
 def plot_verifier_audit(result: VerifierAuditResult, figsize: tuple[float, float] = (11, 6)):
@@ -1410,10 +1416,14 @@ def plot_verifier_audit(result: VerifierAuditResult, figsize: tuple[float, float
     pr = pr.assign(label=pr.rule + np.where(pr.stratum == "adversarial", " (FP)", " (FN)"))
     m = pr.pivot_table(index="label", columns="verifier", values="rate").reindex(columns=names)
     m = m.loc[m.max(axis=1) > 0].sort_values(names[0], ascending=False)
-    im = hm.imshow(m.to_numpy(dtype=float), aspect="auto", cmap="Reds", vmin=0, vmax=1)
-    hm.set_xticks(range(len(names)), names, rotation=30, ha="right")
-    hm.set_yticks(range(len(m)), m.index, fontsize=7)
     hm.set_title("Defect rate per rule (FN: rejected equivalent, FP: accepted adversarial)", fontsize=9)
-    fig.colorbar(im, ax=hm, fraction=0.04)
+    if m.empty:                                      # nothing to map: say so instead of an empty image
+        hm.text(0.5, 0.5, "no rule with a defect", ha="center", va="center", transform=hm.transAxes)
+        hm.set_xticks([]); hm.set_yticks([])
+    else:
+        im = hm.imshow(m.to_numpy(dtype=float), aspect="auto", cmap="Reds", vmin=0, vmax=1)
+        hm.set_xticks(range(len(names)), names, rotation=30, ha="right")
+        hm.set_yticks(range(len(m)), m.index, fontsize=7)
+        fig.colorbar(im, ax=hm, fraction=0.04)
     fig.tight_layout()
     return fig

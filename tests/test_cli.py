@@ -145,10 +145,12 @@ def test_heterogeneity_and_meta_reports(tmp_path):
     assert "Subset heterogeneity" in page and "Cramér" in page and "Wilson" in page
     assert "<i>chat</i>" not in page and "&lt;i&gt;chat&lt;/i&gt;" in page
     assert {"overlap", "length", "noise"} <= set(pd.read_csv(tmp_path / "het" / "table.csv")["model"])
+    assert (tmp_path / "het" / "report.json").exists() and not list((tmp_path / "het").rglob("*.pkl"))
     r = cli("meta", tmp_path / "bench-a", tmp_path / "bench-b", "--out", tmp_path / "meta", "-q")
     assert r.returncode == 0, r.stderr
     page = _page(tmp_path / "meta")
     assert "Meta-analysis" in page and "bench-b" in page
+    assert (tmp_path / "meta" / "table.parquet").exists() and not list((tmp_path / "meta").rglob("*.pkl"))
     r = cli("meta", tmp_path / "bench-a", tmp_path / "bench-b", "--out", tmp_path / "meta.csv", "-q")
     assert r.returncode == 0 and (tmp_path / "meta.csv").exists() and not (tmp_path / "report.html").exists()
 
@@ -182,6 +184,10 @@ def test_protocol_report_and_no_report(tmp_path):
     r = cli("protocol", tmp_path / "samples.csv", "--rewards", tmp_path / "rewards.csv", "--n-boot", "200",
             "--out", tmp_path / "pr2", "--no-report", "-q")
     assert r.returncode == 0 and (tmp_path / "pr2" / "table.csv").exists()
+    assert not list((tmp_path / "pr2").rglob("*.pkl"))
+    from reward_auditor.report import load_diagnostic
+    back = load_diagnostic(tmp_path / "pr2")
+    pd.testing.assert_frame_equal(back.to_frame(), load_diagnostic(tmp_path / "pr").to_frame())
     assert not (tmp_path / "pr2" / "report.html").exists()
 
 
@@ -273,3 +279,18 @@ def test_resume_after_kill(tmp_path):
                                   pd.read_parquet(tmp_path / "full" / "results.parquet"))
     pd.testing.assert_frame_equal(pd.read_parquet(out / "items.parquet"),
                                   pd.read_parquet(tmp_path / "full" / "items.parquet"))
+
+
+def test_every_option_has_help():
+    "Each option and positional argument of the command and of every subcommand explains itself in --help."
+    import argparse
+    from reward_auditor.cli import build_parser
+    p = build_parser()
+    subs = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    assert {"audit", "demo", "perturb", "report", "heterogeneity", "verifier-audit", "protocol", "meta"} <= set(subs.choices)
+    missing = [f"{name} {a.option_strings or a.dest}" for name, sp in [("", p), *subs.choices.items()]
+               for a in sp._actions if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
+               and (not a.help or a.help == argparse.SUPPRESS)]
+    assert missing == []
+    text = subs.choices["heterogeneity"].format_help()
+    assert "--v-target" in text and "power" in text

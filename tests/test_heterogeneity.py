@@ -212,3 +212,49 @@ def test_untestable_models_are_skipped_with_the_reason():
     assert "skipped perfect" in rep.summary()
     with pytest.raises(HeterogeneityError, match="no model could be tested"):
         heterogeneity_many({"perfect": perfect})
+
+
+@pytest.mark.parametrize("level", [0.5, 0.8, 0.95, 0.99, 0.999])
+def test_wilson_ends_exact_and_bracketing(level):
+    "k = 0 gives lo = 0 exactly, k = n gives hi = 1 exactly, and lo ≤ k/n ≤ hi for every k of n ≤ 400."
+    for n in [*range(1, 60), 97, 100, 1000 - 1, 1763]:
+        k = np.arange(n + 1)
+        lo, hi = wilson_interval(k, np.full(n + 1, n), level)
+        assert lo[0] == 0.0 and hi[-1] == 1.0
+        assert (lo <= k / n).all() and (k / n <= hi).all()
+        assert (0 <= lo).all() and (hi <= 1).all() and (lo[1:] > 0).all() and (hi[:-1] < 1).all()
+    lo, hi = wilson_interval([0, 2, 0], [4, 0, 0])
+    assert lo[0] == 0.0 and np.isnan(lo[1:]).all() and np.isnan(hi[1:]).all()
+
+
+def _saved_equal(a, b):
+    pd.testing.assert_frame_equal(a.table, b.table)
+    pd.testing.assert_frame_equal(a.excess, b.excess)
+    assert a.summary() == b.summary() and a.to_markdown() == b.to_markdown() and a._repr_html_() == b._repr_html_()
+    assert list(a.results) == list(b.results) and a.skipped == b.skipped and a.alpha == b.alpha
+    for m in a.results:
+        ra, rb = a.results[m], b.results[m]
+        pd.testing.assert_frame_equal(ra.table, rb.table)
+        pd.testing.assert_frame_equal(ra.subsets, rb.subsets)
+        assert ra.summary() == rb.summary() and ra.to_markdown() == rb.to_markdown()
+        assert (ra.v_ci, ra.gap_ci, ra.settings, ra.p) == (rb.v_ci, rb.gap_ci, rb.settings, rb.p)
+
+
+def test_report_save_load_round_trip(tmp_path):
+    "Frames, numbers and text survive save/load, with resampled p-values, skipped models and odd model names."
+    rng = np.random.default_rng(7)
+    sub = np.repeat(["a", "b", "c/d"], [30, 12, 40])
+    frames = {"<b>rm/1</b>": pd.DataFrame({"subset": sub, "correct": rng.random(len(sub)) < 0.7}),
+              "rm 2": pd.DataFrame({"subset": sub, "correct": rng.random(len(sub)) < np.where(sub == "b", 0.3, 0.8)}),
+              "all-right": pd.DataFrame({"subset": sub, "correct": True})}
+    rep = heterogeneity_many(frames, n_resamples=199, seed=1)
+    assert rep.skipped and any(r.pvalue_resampled is not None for r in rep.results.values())
+    out = rep.save(tmp_path / "het")
+    assert not list(out.rglob("*.pkl"))
+    back = HeterogeneityReport.load(out)
+    _saved_equal(rep, back)
+    assert back.results["rm 2"].table.attrs.get("dropped") == rep.results["rm 2"].table.attrs.get("dropped")
+    single = HeterogeneityReport.load(heterogeneity_many({"x": frames["rm 2"]}).save(tmp_path / "one"))
+    assert "weakest_excess" not in single.table.columns and list(single.results) == ["x"]
+    with pytest.raises(HeterogeneityError, match="report.json is missing"):
+        HeterogeneityReport.load(tmp_path)

@@ -150,3 +150,30 @@ def test_on_a_real_audit_of_the_shipped_sample(tmp_path):
     assert set(het.results) == set(res.table["model"])
     n_items = res.items.drop_duplicates(["model", "id"]).groupby("model").size()
     assert all(het.results[m].n == n_items[m] for m in het.results)
+
+
+def test_report_save_load_round_trip(sim, tmp_path):
+    "Every frame, the clustering and the downstream result survive save/load; optional parts stay None."
+    tables, win = sim
+    rep = meta_report(tables, win)
+    out = rep.save(tmp_path / "meta")
+    assert not list(out.rglob("*.pkl"))
+    back = MetaReport.load(out)
+    for name in ("data", "table", "group_risk", "accuracy"):
+        pd.testing.assert_frame_equal(getattr(back, name), getattr(rep, name))
+    c, bc = rep.correlation, back.correlation
+    pd.testing.assert_frame_equal(bc.matrix, c.matrix)
+    pd.testing.assert_series_equal(bc.clusters, c.clusters)
+    np.testing.assert_array_equal(bc.linkage, c.linkage)
+    assert (bc.order, bc.n_units, bc.method, bc.value) == (c.order, c.n_units, c.method, c.value)
+    pd.testing.assert_frame_equal(back.downstream.frame, rep.downstream.frame)
+    assert back.downstream.summary() == rep.downstream.summary() and back.downstream.settings == rep.downstream.settings
+    assert back.summary() == rep.summary() and back.to_markdown() == rep.to_markdown() and back.notes == rep.notes
+    rows = [{"model": f"m{i}", "subset": "chat", "perturbation": p, "effect": 0.1 * i, "significant": i > 1}
+            for i in range(3) for p in ["EF", "ST"]]
+    sparse = meta_report(pd.DataFrame(rows))
+    back = MetaReport.load(sparse.save(tmp_path / "sparse"))
+    assert back.accuracy is None and back.downstream is None and back.notes == sparse.notes
+    assert back.summary() == sparse.summary()
+    with pytest.raises(MetaError, match="report.json is missing"):
+        MetaReport.load(tmp_path)

@@ -201,3 +201,29 @@ def test_rmbench_as_samples_matches_the_style_matrix():
     assert row["gold_tie_share"] == pytest.approx(0.4)
     assert row["accuracy"] == pytest.approx(sm.matrix.to_numpy().mean() + 0.5 * row["rm_tie_share"], abs=1e-12)
     assert row["hard"] < row["normal"] < row["easy"]
+
+
+def test_report_save_load_round_trip(tmp_path):
+    "Tables, per-RM details (flips, style matrix, curves) and text survive save/load; no pickle is written."
+    sim = simulate_policy_samples(30, 5, seed=2)
+    rng = np.random.default_rng(0)
+    style = {"stylish": (rng.normal(size=(20, 3)), rng.normal(size=(20, 3)))}
+    rep = protocol_report(sim.samples, sim.rewards, styled=sim.styled, style_scores=style, n_boot=100, seed=3)
+    out = rep.save(tmp_path / "pr")
+    assert not list(out.rglob("*.pkl")) and (out / "summary.txt").read_text() == rep.summary() + "\n"
+    back = ProtocolReport.load(out)
+    pd.testing.assert_frame_equal(back.table, rep.table)
+    assert back.summary() == rep.summary() and back.to_markdown() == rep.to_markdown()
+    assert back.settings == rep.settings and list(back.results) == list(rep.results)
+    for m, r in rep.results.items():
+        b = back.results[m]
+        pd.testing.assert_frame_equal(b.domains, r.domains)
+        pd.testing.assert_frame_equal(b.best_of_n, r.best_of_n)
+        assert b.accuracy == r.accuracy and b.variance == r.variance and b.flips == r.flips
+        assert (b.style is None) == (r.style is None)
+        if r.style is not None:
+            pd.testing.assert_frame_equal(b.style.matrix, r.style.matrix)
+            assert (b.style.hard, b.style.normal, b.style.easy, b.style.n) == (r.style.hard, r.style.normal, r.style.easy, r.style.n)
+    assert back.results["stylish"].style is not None
+    with pytest.raises(ProtocolError, match="report.json is missing"):
+        ProtocolReport.load(tmp_path)

@@ -68,3 +68,47 @@ def test_report_errors(tmp_path):
     with pytest.raises(ReportError, match="grouping"):
         (tmp_path / "results.parquet").write_text("")
         render(tmp_path, by="model-and-more")
+
+
+def test_findings_show_proportions_with_three_decimals(run_dir):
+    from reward_auditor.audit import AuditResult
+    from reward_auditor.report import findings, findings_html
+    t = AuditResult.load(run_dir).table
+    markup = findings_html(t)
+    accs = findings(t)["accuracy"]
+    assert all(f">{a:.3f}</td>" in markup for a in accs)
+    assert not re.search(r">0\.\d{6}<", markup)
+
+
+def test_diagnostics_round_trip_without_pickle(tmp_path):
+    "save_diagnostic/load_diagnostic for the three frame-based diagnostics; an old pickle folder is refused unread."
+    import numpy as np
+    import pandas as pd
+    from reward_auditor import heterogeneity as het, meta, protocol
+    from reward_auditor.report import load_diagnostic, save_diagnostic
+    rng = np.random.default_rng(1)
+    sim = protocol.simulate_policy_samples(20, 4, seed=0)
+    results = {
+        "heterogeneity": het.heterogeneity_many(pd.DataFrame({
+            "model": np.repeat(["a", "b"], 100), "subset": np.tile(np.repeat(["x", "y"], 50), 2),
+            "correct": rng.random(200) < 0.7})),
+        "protocol": protocol.protocol_report(sim.samples, sim.rewards, n_boot=100),
+        "meta": meta.meta_report(meta.simulate_audit_tables(n_models=5, seed=0)[0]),
+    }
+    for kind, res in results.items():
+        out = save_diagnostic(res, tmp_path / kind)
+        assert not list(out.rglob("*.pkl")) and (out / "table.csv").exists()
+        back = load_diagnostic(out)
+        assert type(back) is type(res)
+        pd.testing.assert_frame_equal(back.to_frame(), res.to_frame())
+        assert back.summary() == res.summary()
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "diagnostic.json").write_text('{"kind": "protocol"}')
+    (old / "result.pkl").write_bytes(b"not read")
+    with pytest.raises(ReportError, match="pickle"):
+        load_diagnostic(old)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "diagnostic.json").write_text('{"kind": "meta"}')
+    with pytest.raises(ReportError, match="report.json"):
+        load_diagnostic(tmp_path / "bad")

@@ -261,5 +261,32 @@ def test_reports_and_plot(full, tmp_path):
     pd.testing.assert_frame_equal(back.findings, full.findings)
     import matplotlib
     matplotlib.use("Agg")
+    for t in (full.table, full.per_rule):                                    # error bars never negative
+        assert ((t.rate_low <= t.rate) & (t.rate <= t.rate_high)).all()
+    pr = full.per_rule[full.per_rule.n_verdict > 0]
+    assert (pr.n_events == 0).any() and (pr.loc[pr.n_events == 0, "rate_low"] == 0).all()
+    assert (pr.loc[pr.n_events == pr.n_verdict, "rate_high"] == 1).all()
     fig = va.plot_verifier_audit(full)
     assert len(fig.axes) == 3
+
+
+def test_cli_entry_takes_rules_as_list_or_string():
+    a = verifier_audit_cli("string", strata="adversarial", rules="hedge_two_boxes, sign_flip", workers=1)
+    b = verifier_audit_cli(["string"], strata=["adversarial"], rules=["hedge_two_boxes", "sign_flip"], workers=1)
+    assert set(a.variants.rule) == {"hedge_two_boxes", "sign_flip"} and a.params["rules"] == ["hedge_two_boxes", "sign_flip"]
+    pd.testing.assert_frame_equal(a.verdicts, b.verdicts)
+    with pytest.raises(VerifierAuditError, match="unknown rule"):
+        verifier_audit_cli("string", rules="no_such_rule", workers=1)
+
+
+def test_plot_with_rates_of_zero():
+    "A run whose rates are exactly 0 plots (a Wilson bound a rounding error above 0 once made xerr negative)."
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    res = verifier_audit_cli("string", strata="equivalent,adversarial", rules="identity,sign_flip", workers=1)
+    t = res.table
+    assert (t.n_events == 0).all() and (t.rate_low == 0).all() and (t.rate == 0).all()
+    fig = va.plot_verifier_audit(res)
+    assert len(fig.axes) == 2 and "no rule with a defect" in [x.get_text() for x in fig.axes[1].texts]
+    plt.close(fig)
