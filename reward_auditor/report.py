@@ -58,6 +58,13 @@ def show_html(markup: str) -> None:
     display(HTML(markup))
 
 # %% ../nbs/09_report.ipynb #4d361488
+def _tails(settings: dict) -> str:
+    "How the run tested: the degradation tail only, or both tails (a significant rise is reported as IMPROVES)."
+    if settings.get("two_sided", True):
+        return "both tails: a drop decides the verdict, a significant rise reads IMPROVES"
+    return "one tail: degradation only"
+
+
 def header_html(result: AuditResult) -> str:
     "A one-table summary of what was audited with which settings (the template carries the title)."
     m, t = result.manifest, result.table
@@ -66,8 +73,9 @@ def header_html(result: AuditResult) -> str:
                      + ", ".join(f"{k} ({v})" for k, v in (d.get("subsets") or {}).items())),
             ("scorers", ", ".join(f"{k} [{v.get('fingerprint', '')}]" for k, v in m.get("models", {}).items())),
             ("perturbations", ", ".join(plots.perturbation_order(t["perturbation"]))),
-            ("test", f"one-sided paired sign-flip, B = {s.get('permutations')}, seed {s.get('seed')}, "
-                     f"scale {s.get('scale')}, effect d_z (ddof {s.get('effect_ddof')})"),
+            ("test", f"paired sign-flip ({_tails(s)}), statistic {s.get('statistic', 'mean')}, "
+                     f"B = {s.get('permutations')}, seed {s.get('seed')}, scale {s.get('scale')}, "
+                     f"effect d_z (ddof {s.get('effect_ddof')})"),
             ("decision", f"{s.get('multiplicity')} over each {s.get('family')} family at alpha = {s.get('alpha')}; "
                          f"UNSUITABLE when significant and effect > margin {s.get('margin_used', s.get('margin'))}"),
             ("scores", f"{m.get('scores', {}).get('computed', '?')} computed, "
