@@ -107,7 +107,7 @@ def _margin(s: str):
 
 
 AUDIT_DEFAULTS: dict[str, Any] = dict(
-    data=None, format=None, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
+    data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True)
@@ -128,6 +128,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data and conditions")
     g.add_argument("--data", default=S, help="preference data: a file, an HF dataset folder, or 'sample'")
     g.add_argument("--format", default=S, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
+    g.add_argument("--drop-invalid", action="store_true", default=S,
+                   help="skip rows that fail validation (empty or identical answers, duplicate ids) with a warning "
+                        "naming how many, instead of stopping at the first")
     g.add_argument("--conditions", nargs="+", default=S, metavar="FILE",
                    help="externally perturbed files of the same items (the paper's *_prompt_disturbance.json and "
                         "*_response_disturbance.json, RM-Bench files) to audit; their original items are the data")
@@ -211,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(q)
     q.add_argument("--data", required=True, help="preference data: a file, an HF dataset folder, or 'sample'")
     q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
+    q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
     q.add_argument("--perturbations", default="all", help="'all' (default) or a comma-separated list (EF,PH,...)")
     q.add_argument("--seed", type=int, default=0, help="seed of the random perturbations (default 0)")
     q.add_argument("--out", required=True, help="a .jsonl, .csv or .parquet file")
@@ -375,7 +379,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
                   preset=args["preset"])  # every statistical setting is checked before anything is loaded
     data = None
     if args.get("data"):
-        data = load_preferences(args["data"], format=args.get("format"))
+        data = load_preferences(args["data"], format=args.get("format"),
+                                errors="drop" if args.get("drop_invalid") else "raise")
         data.attrs["source"] = str(args["data"])
     conditions = args.get("conditions") or None
     if isinstance(conditions, str):
@@ -428,7 +433,7 @@ def cmd_perturb(ns) -> int:
     if out.suffix not in (".jsonl", ".csv", ".parquet"):
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
     check_writable(out.parent)
-    data = load_preferences(ns.data, format=ns.format)
+    data = load_preferences(ns.data, format=ns.format, errors="drop" if ns.drop_invalid else "raise")
     conds, skipped = make_conditions(data, ns.perturbations, seed=ns.seed, progress=_progress(ns))
     frame = pd.concat([c.frame.assign(perturbation=n, side=c.side, group=c.group) for n, c in conds.items()],
                       ignore_index=True)

@@ -127,7 +127,7 @@ def validate(frame: pd.DataFrame, source: Any = "<frame>", *, rows: Sequence[int
     if problems:
         if errors == "raise":
             i, f, p, h = problems[0]
-            raise DataError(p, source, rows[i], f, row_label, h + "; or pass errors='drop' to skip invalid rows")
+            raise DataError(p, source, rows[i], f, row_label, h + "; or skip invalid rows: errors='drop' in Python, --drop-invalid on the command line")
         bad = sorted({i for i, *_ in problems})
         keep[bad] = False
         i, f, p, _ = problems[0]

@@ -219,6 +219,25 @@ def test_bad_input(case, bad_inputs, tmp_path):
     assert "Traceback" not in r.stderr
 
 
+def test_drop_invalid_skips_bad_rows(tmp_path):
+    "--drop-invalid audits the valid rows and warns how many were dropped, instead of stopping at the first."
+    from reward_auditor.data import load_sample
+    rows = load_sample().head(12).to_dict("records")
+    rows[3]["chosen"] = ""                      # empty answer
+    rows[7]["rejected"] = rows[7]["chosen"]     # identical answers
+    path = tmp_path / "some-bad.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = cli("audit", "--data", path, "--scorer", "length", "--perturbations", "EF,LE", "-B", "200",
+            "--out", tmp_path / "run", "--no-report", "-q")
+    assert r.returncode == 2 and "line 4" in r.stderr
+    r = cli("audit", "--data", path, "--scorer", "length", "--perturbations", "EF,LE", "-B", "200",
+            "--out", tmp_path / "run", "--no-report", "--drop-invalid", "-q")
+    assert r.returncode == 0, r.stderr
+    assert "dropped 2" in r.stderr
+    items = pd.read_parquet(tmp_path / "run" / "items.parquet")
+    assert items["id"].nunique() == 10 and rows[3]["id"] not in set(items["id"])
+
+
 def test_debug_shows_traceback(tmp_path):
     r = cli("audit", "--data", str(tmp_path / "nope.jsonl"), "--scorer", "noise", "--out", tmp_path / "o",
             "--debug")

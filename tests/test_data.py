@@ -325,12 +325,12 @@ def _ok(**kw):
 MALFORMED = [
     # (case, file name, content, load kwargs, message after the path)
     ("missing field", "m.jsonl", _ok() + "\n" + json.dumps({"id": "y", "subset": "s", "prompt": "p", "rejected": "r"}), {},
-     ", line 2, field 'chosen': is missing (fill it in or drop the row; or pass errors='drop' to skip invalid rows)"),
+     ", line 2, field 'chosen': is missing (fill it in or drop the row; or skip invalid rows: errors='drop' in Python, --drop-invalid on the command line)"),
     ("empty field", "e.jsonl", _ok(chosen="   "), {},
-     ", line 1, field 'chosen': is empty (fill it in or drop the row; or pass errors='drop' to skip invalid rows)"),
+     ", line 1, field 'chosen': is empty (fill it in or drop the row; or skip invalid rows: errors='drop' in Python, --drop-invalid on the command line)"),
     ("number as prompt", "n.jsonl", _ok(prompt=42), {},
      ", line 1, field 'prompt': is not text (got int: 42) (is the file in another format? pass format=...; "
-     "or pass errors='drop' to skip invalid rows)"),
+     "or skip invalid rows: errors='drop' in Python, --drop-invalid on the command line)"),
     ("object as answer", "o.json", "[" + _ok(rejected={"a": 1}) + "]", {},
      ", row 1, field 'rejected': is not text (got dict: {'a': 1})"),
     ("null id", "i.jsonl", _ok(id=None), {}, ", line 1, field 'id': is missing"),
