@@ -403,17 +403,19 @@ def save_diagnostic(result: Any, out: str | Path) -> Path:
     return out
 
 
-def load_diagnostic(path: str | Path) -> Any:
-    "Read a result written by `save_diagnostic` (plain tables and JSON; no pickle is ever read)."
-    path = Path(path)
+def _diagnostic_kind(path: Path) -> str:
+    "The kind of diagnostic saved in `path`, or a ReportError saying how to make one."
     f = path / DIAGNOSTIC_FILE
     if not f.exists():
         raise ReportError(f"{path} holds no diagnostic result ({DIAGNOSTIC_FILE} is missing): run the diagnostic "
                           f"with --out {path} first")
-    kind = json.loads(f.read_text())["kind"]
-    if kind != "verifier" and (path / "result.pkl").exists() and not (path / "report.json").exists():
-        raise ReportError(f"{path} holds a {kind} result in the old pickle format (result.pkl), which is no longer "
-                          f"read because unpickling can run code: run the diagnostic again with --out {path}")
+    return json.loads(f.read_text())["kind"]
+
+
+def load_diagnostic(path: str | Path) -> Any:
+    "Read a result written by `save_diagnostic` (plain tables and JSON; no pickle is ever read)."
+    path = Path(path)
+    kind = _diagnostic_kind(path)
     try:
         return _result_class(kind).load(path)
     except (OSError, ValueError) as e:
@@ -425,11 +427,7 @@ def render_diagnostic(run_dir: str | Path, out: str | Path | None = None, name: 
                       timeout: int = 600, progress: bool = False) -> RenderedReport:
     "Execute the diagnostic's report template on a folder written by `save_diagnostic` → RenderedReport."
     run_dir = Path(run_dir)
-    f = run_dir / DIAGNOSTIC_FILE
-    if not f.exists():
-        raise ReportError(f"{run_dir} holds no diagnostic result ({DIAGNOSTIC_FILE} is missing): run the "
-                          f"diagnostic with --out {run_dir} first")
-    kind = json.loads(f.read_text())["kind"]
+    kind = _diagnostic_kind(run_dir)
     return execute_template(f"{kind}_report", {"run_dir": str(run_dir.resolve())},
                             Path(out) if out is not None else run_dir, name, source=run_dir, timeout=timeout,
                             progress=progress)

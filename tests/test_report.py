@@ -81,7 +81,7 @@ def test_findings_show_proportions_with_three_decimals(run_dir):
 
 
 def test_diagnostics_round_trip_without_pickle(tmp_path):
-    "save_diagnostic/load_diagnostic for the three frame-based diagnostics; an old pickle folder is refused unread."
+    "save_diagnostic/load_diagnostic for the three frame-based diagnostics; folders that hold none get a clear error."
     import numpy as np
     import pandas as pd
     from reward_auditor import heterogeneity as het, meta, protocol
@@ -102,12 +102,9 @@ def test_diagnostics_round_trip_without_pickle(tmp_path):
         assert type(back) is type(res)
         pd.testing.assert_frame_equal(back.to_frame(), res.to_frame())
         assert back.summary() == res.summary()
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / "diagnostic.json").write_text('{"kind": "protocol"}')
-    (old / "result.pkl").write_bytes(b"not read")
-    with pytest.raises(ReportError, match="pickle"):
-        load_diagnostic(old)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReportError, match="diagnostic.json is missing"):
+        load_diagnostic(tmp_path / "empty")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "diagnostic.json").write_text('{"kind": "meta"}')
     with pytest.raises(ReportError, match="report.json"):
