@@ -232,3 +232,18 @@ def test_improves_is_reported_two_sided():
     one = audit("sample", [sc, "noise"], ["IW", "LE"], permutations=2000, progress=False, two_sided=False)
     np.testing.assert_array_equal(one.table["p"].to_numpy(), r.table["p"].to_numpy())
     assert "IMPROVES" not in set(one.table["verdict"]) and "p_less" not in one.table.columns
+
+
+def test_end_to_end_null_is_calibrated():
+    """Under a true null (hash-noise rewards, exchangeable under every perturbation) the whole pipeline —
+    perturb, score, sign-flip test, BH — rejects at about alpha: 20 noise seeds x 5 subsets x 10 perturbations."""
+    from reward_auditor.scorers import NoiseScorer
+    tables = [audit("sample", [NoiseScorer(seed=k)], "all", permutations=1000, seed=k, progress=False).table
+              for k in range(20)]
+    t = pd.concat(tables, keys=range(20), names=["seed"]).reset_index(level=0)
+    raw = (t["p"] <= 0.05).mean()
+    # 1,000 p-values, dependent within a family (they share M): allow ~4 SE of the independent case and more
+    assert 0.02 <= raw <= 0.09, raw
+    families_with_a_rejection = t.groupby(["seed", "subset"])["significant"].any()
+    assert len(families_with_a_rejection) == 100
+    assert families_with_a_rejection.sum() <= 12, families_with_a_rejection.sum()  # BH: P(any) <= alpha under H0
