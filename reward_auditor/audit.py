@@ -27,10 +27,11 @@ from . import scorers as ra_scorers
 from . import stats as ra_stats
 
 # %% auto #0
-__all__ = ['PRESET_KEYS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS', 'TABLE_COLUMNS', 'AuditError',
-           'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions',
-           'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table', 'decide', 'AuditResult',
-           'package_versions', 'audit', 'check_writable']
+__all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS',
+           'TABLE_COLUMNS', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions',
+           'file_conditions', 'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table',
+           'decide', 'AuditResult', 'package_versions', 'min_attainable_p', 'change_stats', 'truncation_counts',
+           'truncation_table', 'truncation_warnings', 'style_matrices', 'audit', 'check_writable']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -38,6 +39,7 @@ class AuditError(ValueError):
 
 
 PRESET_KEYS = ("scale", "effect_ddof", "multiplicity", "stars", "statistic", "p_method")
+ONE_SIDED_PRESETS = ("paper-code",)
 SCALES = ("prob", "logprob", "nll")
 FAMILIES = ("subset", "model")
 
@@ -65,6 +67,8 @@ class AuditSettings:
                 raise AuditError(f"unknown preset {self.preset!r} (preset): choose from {sorted(ra_stats.PRESETS)}")
             for k in PRESET_KEYS:
                 setattr(self, k, ra_stats.PRESETS[self.preset][k])
+            if self.preset in ONE_SIDED_PRESETS:  # the official code tests degradation only: no IMPROVES verdicts
+                self.two_sided = False
         if isinstance(self.permutations, bool) or not isinstance(self.permutations, (int, np.integer)) \
                 or self.permutations < 1:
             raise AuditError(f"permutations must be a whole number >= 1, got {self.permutations!r} (permutations)")
@@ -157,7 +161,14 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
     from tqdm import tqdm
     pt = ra_perturbations
     conds, skipped = {}, {}
-    for name in tqdm(perturbation_names(names), desc="perturb", disable=not progress, leave=False):
+    names = perturbation_names(names)
+    unused = [k for k in options if not any(k in pt.registry[n].defaults for n in names)]
+    if unused:
+        raise AuditError(f"options {unused} match no parameter of {names} (perturb_options)")
+    all_options = options
+    for name in tqdm(names, desc="perturb", disable=not progress, leave=False):
+        # each perturbation gets the options it takes (a rewriter goes to the *-model variants only)
+        options = {k: v for k, v in all_options.items() if k in pt.registry[name].defaults}
         key = _condition_key(data, name, seed, options) if store is not None else None
         if store is not None and (c := _load_condition(Path(store), name, key)) is not None:
             conds[name] = c  # made by an earlier run with the same data, version, seed and options
@@ -213,7 +224,11 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
             out[name] = cond
     if original is None:
         raise AuditError("no condition in the conditions files (conditions): check the files and the mapping")
-    return original.reset_index(drop=True), out
+    original = original.reset_index(drop=True)
+    if errors == "drop":  # how many items each file lost to validation, for the manifest and the report
+        original.attrs["dropped_invalid"] = {str(p): len(ra_data.read_records(p)[0]) - len(original)
+                                             for p in map(Path, paths)}
+    return original, out
 
 # %% ../nbs/07_audit.ipynb #7fcabcc5
 def resolve_scorers(scorers: Any) -> list:
@@ -380,6 +395,7 @@ def decide(table: pd.DataFrame, settings: AuditSettings) -> tuple[pd.DataFrame, 
 
 # %% ../nbs/07_audit.ipynb #6b19b006
 TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_changed", "n_dropped",
+                 "change_rate", "median_edit_size", "testable", "n_truncated", "n_answer_cut",
                  "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
                  "ci_low", "ci_high",
@@ -498,12 +514,118 @@ def _length_changes(original: pd.DataFrame, conditions: Mapping[str, Any]) -> pd
                                        "word_growth_chosen", "word_growth_rejected"])
 
 # %% ../nbs/07_audit.ipynb #2888be8e
+def min_attainable_p(n_changed) -> np.ndarray:
+    "Smallest p-value a one-tailed sign-flip test can reach with `n_changed` non-zero differences: 2^-n."
+    return np.power(2.0, -np.asarray(n_changed, float))
+
+
+def change_stats(conditions: Mapping[str, Any]) -> pd.DataFrame:
+    "Per subset (and 'all') and condition: share of items changed and median edit size over the changed items."
+    rows = []
+    for name, cond in conditions.items():
+        f = cond.frame
+        size = f["edit_size"] if "edit_size" in f else pd.Series(np.nan, index=f.index)
+        for sub, g in list(f.groupby(f["subset"].astype(str), sort=False)) + [("all", f)]:
+            ch = g["changed"].astype(bool)
+            rows.append({"subset": sub, "perturbation": name, "change_rate": float(ch.mean()) if len(g) else 0.0,
+                         "median_edit_size": float(size[ch.index[ch]].median()) if ch.any() else 0.0})
+    return pd.DataFrame(rows, columns=["subset", "perturbation", "change_rate", "median_edit_size"])
+
+
+def truncation_counts(scorer, original: pd.DataFrame, conditions: Mapping[str, Any]) -> dict | None:
+    "Pairs cut by the scorer's max_length per subset and condition ('orig' too), and pairs whose answer lost tokens."
+    fn = getattr(scorer, "truncation", None)
+    if not callable(fn):
+        return None
+    memo: dict = {}
+
+    def flags(frame):
+        t, a = np.zeros(len(frame), bool), np.zeros(len(frame), bool)
+        for col in ("chosen", "rejected"):
+            for i, key in enumerate(zip(frame["prompt"], frame[col])):
+                if key not in memo:
+                    memo[key] = fn(*key)
+                t[i] |= memo[key][1] > 0
+                a[i] |= bool(memo[key][2])
+        return t, a
+
+    try:
+        t0, a0 = flags(original)
+    except NotImplementedError:  # scorers that read pairs in one prompt (judges) count their own way
+        return None
+    ids = original["id"].astype(str).to_numpy()
+    base = {"orig": (pd.Series(t0, ids), pd.Series(a0, ids))}
+    for name, cond in conditions.items():
+        f = cond.frame
+        fid = f["id"].astype(str).to_numpy()
+        t, a = base["orig"][0].reindex(fid).to_numpy(bool).copy(), base["orig"][1].reindex(fid).to_numpy(bool).copy()
+        ch = f["changed"].to_numpy(bool)
+        if ch.any():
+            tc, ac = flags(f.loc[ch])
+            t[ch] |= tc
+            a[ch] |= ac
+        base[name] = (pd.Series(t, fid), pd.Series(a, fid))
+    sub = pd.Series(original["subset"].astype(str).to_numpy(), ids)
+    cells = {}
+    for name, (t, a) in base.items():
+        s = sub.reindex(t.index)
+        for key, mask in [*((k, (s == k).to_numpy()) for k in dict.fromkeys(s)), ("all", np.ones(len(s), bool))]:
+            cells.setdefault(key, {})[name] = {"truncated": int(t[mask].sum()), "answer_cut": int(a[mask].sum()),
+                                               "n": int(mask.sum())}
+    return {"max_length": int(getattr(scorer, "max_length", 0) or 0),
+            "limit": getattr(scorer, "model_limit", None), "limit_source": getattr(scorer, "limit_source", None),
+            "side": getattr(scorer, "truncation_side", None), "texts_over_limit": int(sum(v[1] > 0 for v in memo.values())),
+            "texts": len(memo), "cells": cells}
+
+
+def truncation_table(truncation: Mapping[str, dict]) -> pd.DataFrame:
+    "The per-cell counts of `truncation_counts` for every scorer as columns n_truncated, n_answer_cut."
+    rows = [{"model": m, "subset": sub, "perturbation": name, "n_truncated": c["truncated"], "n_answer_cut": c["answer_cut"]}
+            for m, tr in truncation.items() for sub, per in tr["cells"].items() for name, c in per.items()
+            if name != "orig"]
+    return pd.DataFrame(rows, columns=["model", "subset", "perturbation", "n_truncated", "n_answer_cut"])
+
+
+def truncation_warnings(truncation: Mapping[str, dict], scorers=()) -> list[str]:
+    "One warning per scorer whose max_length cut texts, louder when the cut reached into an answer."
+    out = []
+    for m, tr in truncation.items():
+        allc = tr["cells"].get("all", {})
+        o = allc.get("orig", {"truncated": 0, "answer_cut": 0, "n": 0})
+        cut = sum(c["answer_cut"] for c in allc.values())
+        if tr["texts_over_limit"]:
+            out.append(f"{m}: {tr['texts_over_limit']} of {tr['texts']} texts exceed max_length={tr['max_length']} "
+                       f"(the model's limit: {tr.get('limit')}, {tr.get('limit_source')}); {o['truncated']} of {o['n']} original pairs truncated"
+                       + (f"; truncation removed part of an answer in {cut} pair(s) across conditions "
+                          f"({o['answer_cut']} original): those scores did not see the whole audited text" if cut else ""))
+    return out
+
+
+def style_matrices(scorer, original: pd.DataFrame, cache=None) -> dict | None:
+    "RM-Bench's 3x3 style accuracy matrix per subset (and 'all') for a scorer, when the data carry the style columns."
+    cols = [f"{w}_{s}" for w in ("chosen", "rejected") for s in ra_data.RMBENCH_STYLES]
+    if not all(c in original.columns for c in cols) or not hasattr(scorer, "score_texts"):
+        return None
+    n = len(original)
+    prompts = original["prompt"].tolist()
+    texts = [t for c in cols for t in original[c].tolist()]
+    r = scorer.score_texts(prompts * len(cols), texts, cache=cache, progress=False).reshape(len(cols), n).T
+    out = {}
+    subs = original["subset"].astype(str).to_numpy()
+    for key in [*dict.fromkeys(subs), "all"]:
+        sel = np.ones(n, bool) if key == "all" else subs == key
+        m = ra_data.rmbench_style_matrix(r[sel, :3], r[sel, 3:])
+        out[key] = {"n": m.n, "easy": m.easy, "normal": m.normal, "hard": m.hard, "average": m.average,
+                    "matrix": m.matrix.round(6).to_numpy().tolist()}
+    return out
+
+# %% ../nbs/07_audit.ipynb #ad2043f1
 def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "all", *, seed: int = 0,
           permutations: int = 10_000, alpha: float = 0.05, scale: str = "prob", multiplicity: str = "bh",
           margin: float | str = 0.2, preset: str | None = None, family: str = "subset", cache: Any = None,
           out: str | Path | None = None, progress: bool = True, conditions: Any = None,
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
-          two_sided: bool = True) -> AuditResult:
+          two_sided: bool = True, errors: str = "raise") -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
     t_start = time.perf_counter()
@@ -515,11 +637,12 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if conditions is not None and not isinstance(conditions, Mapping):
         paths = [conditions] if isinstance(conditions, (str, Path)) else list(conditions)
         source = ", ".join(map(str, paths))
-        original, conds = file_conditions(paths, mapping)
+        original, conds = file_conditions(paths, mapping, errors=errors)
     else:
         source = data if isinstance(data, (str, Path)) else getattr(data, "attrs", {}).get(
             "source", f"<{type(data).__name__}>")
-        original = ra_data.load_preferences(data) if not isinstance(data, pd.DataFrame) else ra_data.validate(data)
+        original = ra_data.load_preferences(data, errors=errors) if not isinstance(data, pd.DataFrame) \
+            else ra_data.validate(data)
         conds = dict(conditions or {})
     names = perturbation_names(perturbations) if perturbations is not None else []
     scorer_objs = resolve_scorers(scorers)
@@ -544,6 +667,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     items["confidence_after"] = ra_stats.confidence(items["margin_after"].to_numpy(float), settings.scale)
     items["delta"] = differences(items["margin_before"].to_numpy(float), items["margin_after"].to_numpy(float),
                                  settings.scale)
+    truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
+    style_matrix = {sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
 
     groups = {n: getattr(c, "group", "other") for n, c in conds.items()}
     sides = {n: getattr(c, "side", "") for n, c in conds.items()}
@@ -568,6 +693,11 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     table["side"] = table["perturbation"].map(sides)
     lc = _length_changes(original, conds)
     table = table.merge(lc, on=["subset", "perturbation"], how="left")
+    table = table.merge(change_stats(conds), on=["subset", "perturbation"], how="left")
+    table["testable"] = min_attainable_p(table["n_changed"].to_numpy(int)) <= settings.alpha
+    tr = truncation_table(truncation)
+    table = table.merge(tr, on=["model", "subset", "perturbation"], how="left") if len(tr) else \
+        table.assign(n_truncated=np.nan, n_answer_cut=np.nan)
     table = table[[c for c in TABLE_COLUMNS if c in table.columns]]
 
     warn = []
@@ -575,13 +705,21 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         warn.append(ra_multiplicity.SABHA_WARNING)
         warnings.warn(ra_multiplicity.SABHA_WARNING, stacklevel=2)
     warn += [f"perturbation {n} skipped: {why}" for n, why in skipped.items()]
+    warn += truncation_warnings(truncation, scorer_objs)
+    dropped = {k: v for k, v in (original.attrs.get("dropped_invalid") or {}).items() if v}
+    warn += [f"--drop-invalid: {v} invalid item(s) of {k} left out" for k, v in dropped.items()]
+    untestable = table.loc[~table["testable"].astype(bool)]
+    if len(untestable):
+        warn.append(f"{len(untestable)} test(s) have too few changed items to reach p <= {settings.alpha} even "
+                    "with every sign agreeing (marked 'too few changed' in the report)")
     totals = {k: sum(c[k] for sc in score_counts.values() for c in sc.values()) for k in ("computed", "cached")}
     manifest = {
         "reward_auditor_version": package_versions()["reward_auditor"],
         "settings": {**{k: getattr(settings, k) for k in settings.__dataclass_fields__}, "margin_used": margin_used},
         "data": {"source": str(source), "n_items": int(len(original)),
                  "subsets": {str(k): int(v) for k, v in original["subset"].astype(str).value_counts(sort=False).items()},
-                 "sha256": data_fingerprint(original)},
+                 "sha256": data_fingerprint(original), "format": original.attrs.get("format"),
+                 "dropped_invalid": dropped},
         "perturbations": {n: {"side": sides[n], "group": groups[n], **_jsonable(getattr(c, "record", {}) or {})}
                           for n, c in conds.items()},
         "skipped_perturbations": skipped,
@@ -591,6 +729,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                              **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {})}
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
+        "truncation": truncation,
+        "rmbench_style_matrix": style_matrix,
         "cache": str(getattr(store, "path", store)) if store is not None else None,
         "warnings": warn,
         "versions": package_versions(),

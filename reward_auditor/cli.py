@@ -18,8 +18,8 @@ from typing import Any, Sequence
 
 # %% auto #0
 __all__ = ['PROG', 'INPUT_ERRORS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError',
-           'is_input_error', 'error_line', 'build_parser', 'resolve_audit_args', 'make_scorers', 'run_audit',
-           'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
+           'is_input_error', 'error_line', 'make_rewriter', 'build_parser', 'resolve_audit_args', 'make_scorers',
+           'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
            'cmd_protocol', 'cmd_meta', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
@@ -110,7 +110,8 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
-    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True)
+    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True,
+    rewriter_model=None, rewriter_url=None, rewriter_name=None)
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction")
 RUN_FILE = "run.json"
 
@@ -138,7 +139,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="names of the --conditions columns: 'default' (what the variant holds: LE, LE+SP, ST, LC, "
                         "LE+SLC), 'paper' (the paper's labels ST, LE, SP, LC, SLC) or a JSON object column -> name")
     g.add_argument("--perturbations", default=S,
-                   help="'all', a comma-separated list (EF,PH,...) or 'none' (default: all; none with --conditions)")
+                   help="'all', a comma-separated list (EF,PH,...) or 'none' (default: all; none with --conditions); "
+                        "the codes are explained below")
+    _rewriter_options(g, S)
     g = p.add_argument_group("scorers")
     g.add_argument("--model", action="append", default=S,
                    help="a reward-model folder or hub id (repeatable)")
@@ -172,7 +175,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--one-sided", dest="two_sided", action="store_false", default=S,
                    help="test degradation only, as in the paper")
     g.add_argument("--preset", choices=["paper-code"], default=S,
-                   help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars (to compare with published tables)")
+                   help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars (at most three, as in the "
+                        "published Table 1), one-sided (to compare with published tables)")
     g = p.add_argument_group("output")
     g.add_argument("--out", required=False, default=S, help="output folder (results, cache, report)")
     g.add_argument("--cache", default=S, help="score cache file (default <out>/scores.sqlite)")
@@ -191,9 +195,52 @@ def _diagnostic_out(p: argparse.ArgumentParser) -> None:
                    help="skip the HTML report")
 
 
+def _legend_epilog() -> str:
+    "The perturbation legend (one table in `perturbations`) for --help."
+    from reward_auditor.perturbations import legend_text
+    return legend_text(100)
+
+
+def _rewriter_options(g, default) -> None:
+    "Options of the model-rewriter variants (LE-model, SP-model, LC-model, SLC-model)."
+    g.add_argument("--rewriter-model", default=default, metavar="DIR",
+                   help="a local causal-LM folder that rewrites answers for the *-model perturbations")
+    g.add_argument("--rewriter-url", default=default, metavar="URL",
+                   help="an OpenAI-compatible endpoint (e.g. http://localhost:8000/v1) for the *-model perturbations; "
+                        "the key is read from OPENAI_API_KEY")
+    g.add_argument("--rewriter-name", default=default, metavar="MODEL",
+                   help="the model name to request from --rewriter-url")
+
+
+def make_rewriter(args: dict, names: list[str]):
+    "The rewriter for the *-model perturbations among `names` from --rewriter-model/--rewriter-url, or None."
+    from reward_auditor.perturbations import ModelRewrite, registry
+    wanted = [n for n in names if isinstance(registry.get(n), ModelRewrite)]
+    local, url, name = args.get("rewriter_model"), args.get("rewriter_url"), args.get("rewriter_name")
+    if not wanted:
+        if local or url:
+            raise CLIError("a rewriter is given but no *-model perturbation is selected (e.g. --perturbations "
+                           "LE-model)", "--rewriter-model/--rewriter-url")
+        return None
+    if local and url:
+        raise CLIError("give one rewriter: --rewriter-model DIR or --rewriter-url URL, not both", "--rewriter-model")
+    if not local and not url:
+        raise CLIError(f"{', '.join(wanted)} need(s) a rewriter: pass --rewriter-model DIR (a local causal LM) or "
+                       "--rewriter-url URL --rewriter-name MODEL (an OpenAI-compatible endpoint)", "--perturbations")
+    from reward_auditor import rewriters
+    if local:
+        if not (Path(local) / "config.json").is_file():
+            raise CLIError(f"{local} is not a model folder (no config.json)", "--rewriter-model")
+        return rewriters.TransformersRewriter(local)
+    if not name:
+        raise CLIError("--rewriter-url needs --rewriter-name MODEL, the model the endpoint serves", "--rewriter-name")
+    return rewriters.OpenAIRewriter(url, name)
+
+
 def build_parser() -> argparse.ArgumentParser:
     "The `reward-auditor` argument parser with all subcommands."
-    p = _Parser(prog=PROG, description="Audit reward models for suitability under real-world perturbations.")
+    p = _Parser(prog=PROG, description="Audit reward models for suitability under real-world perturbations.",
+                epilog=_legend_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(p)
     sub = p.add_subparsers(dest="command", metavar="command", parser_class=_Parser)
     sub.required = True
@@ -206,16 +253,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sign-flip draws per test (default 10000)")
     d.add_argument("--no-report", dest="report", action="store_false", default=True, help="skip the HTML report")
 
-    a = sub.add_parser("audit", help="audit scorers on data under perturbations; writes results and a report")
+    a = sub.add_parser("audit", help="audit scorers on data under perturbations; writes results and a report",
+                       epilog=_legend_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(a)
     _audit_options(a)
 
-    q = sub.add_parser("perturb", help="write the perturbed conditions of a dataset to a file")
+    q = sub.add_parser("perturb", help="write the perturbed conditions of a dataset to a file",
+                       epilog=_legend_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(q)
     q.add_argument("--data", required=True, help="preference data: a file, an HF dataset folder, or 'sample'")
     q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
     q.add_argument("--perturbations", default="all", help="'all' (default) or a comma-separated list (EF,PH,...)")
+    _rewriter_options(q, None)
     q.add_argument("--seed", type=int, default=0, help="seed of the random perturbations (default 0)")
     q.add_argument("--out", required=True, help="a .jsonl, .csv or .parquet file")
 
@@ -309,6 +359,11 @@ def resolve_audit_args(given: dict) -> dict:
                 raise CLIError(f"--{k.replace('_', '-')} {v!r} differs from the saved run's {saved[k]!r}; drop it "
                                f"to resume, or use a new --out", str(f))
     args = {**AUDIT_DEFAULTS, **saved, **given, "out": str(out)}
+    if args.get("preset") == "paper-code":  # the official code tests one tail; its output has no IMPROVES
+        if {**saved, **given}.get("two_sided") is True:
+            raise CLIError("--preset paper-code reproduces the official one-sided test; drop --two-sided or the "
+                           "preset", "--two-sided")
+        args["two_sided"] = False
     if args.get("conditions") and "perturbations" not in {**saved, **given}:
         args["perturbations"] = "none"  # a file's conditions are the audit; built-ins only when asked for
     if not args.get("data") and not args.get("conditions"):
@@ -361,6 +416,11 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
         if len(up):
             print(f"  {model} improves under: " + ", ".join(
                 f"{n} ({', '.join(up.loc[up['perturbation'] == n, 'subset'])})" for n in dict.fromkeys(up["perturbation"])))
+    for model, per in (result.manifest.get("rmbench_style_matrix") or {}).items():
+        a = per.get("all", {})
+        print(f"  {model}: RM-Bench style matrix (n = {a.get('n')}): easy {a.get('easy', float('nan')):.3f}, "
+              f"normal {a.get('normal', float('nan')):.3f}, hard {a.get('hard', float('nan')):.3f}, "
+              f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
     for w in result.manifest.get("warnings", []):
         print(f"{PROG}: warning: {w}", file=sys.stderr)
     print(f"results: {out / 'results.parquet'}")
@@ -395,6 +455,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
             perturbation_names(pert)
         except ValueError as e:
             raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
+    rewriter = make_rewriter(args, perturbation_names(pert) if pert is not None else [])
     scorers = make_scorers(args)
     (out / RUN_FILE).write_text(json.dumps(args, indent=2) + "\n")
     import warnings
@@ -405,7 +466,9 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
-                       two_sided=args.get("two_sided", True))
+                       two_sided=args.get("two_sided", True),
+                       errors="drop" if args.get("drop_invalid") else "raise",
+                       perturb_options={"rewriter": rewriter} if rewriter is not None else None)
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
@@ -434,7 +497,17 @@ def cmd_perturb(ns) -> int:
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
     check_writable(out.parent)
     data = load_preferences(ns.data, format=ns.format, errors="drop" if ns.drop_invalid else "raise")
-    conds, skipped = make_conditions(data, ns.perturbations, seed=ns.seed, progress=_progress(ns))
+    from reward_auditor.audit import perturbation_names
+    try:
+        names = perturbation_names(ns.perturbations)
+    except ValueError as e:
+        raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
+    rewriter = make_rewriter(vars(ns), names)
+    conds, skipped = make_conditions(data, names, seed=ns.seed, progress=_progress(ns),
+                                     **({"rewriter": rewriter} if rewriter is not None else {}))
+    if not conds:
+        raise CLIError("no perturbation could run: " + "; ".join(f"{n}: {w}" for n, w in skipped.items()),
+                       "--perturbations")
     frame = pd.concat([c.frame.assign(perturbation=n, side=c.side, group=c.group) for n, c in conds.items()],
                       ignore_index=True)
     if out.suffix == ".jsonl":

@@ -29,15 +29,16 @@ import pandas as pd
 __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS', 'STOPWORDS', 'KEY_NEIGHBOURS', 'EF_STYLES',
            'IMPERATIVES', 'CN_OPS', 'CN_PROBS', 'LEXNAMES', 'WORDNET_FILES', 'DEBIAN_WORDNET', 'LE_OPENERS',
            'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS', 'BUILTINS', 'CANONICAL', 'RESPONSE_FILE_NAMES', 'RMBENCH_NAMES',
-           'PerturbationError', 'MissingResourceError', 'item_rng', 'protected_spans', 'mask', 'Segmented', 'words',
-           'sentences', 'edit_size', 'Perturbation', 'FunctionPerturbation', 'Registry', 'register', 'core_instruction',
-           'emphasis_format', 'punctuation_sites', 'punctuation_habits', 'random_handle', 'irrelevant_username',
-           'random_link', 'irrelevant_weblink', 'typo', 'noise_candidates', 'character_noise', 'cache_dir',
-           'lexnames_text', 'build_wordnet_folder', 'wordnet_reader', 'nltk_data_dirs', 'WordNetLite', 'wordnet_lite',
-           'wordnet_resources', 'synonym_candidates', 'synonym_transformation', 'SynonymTransformation',
-           'prose_sentences', 'length_template', 'is_structured', 'structure', 'structured_presentation', 'unstructure',
-           'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces', 'ModelRewrite', 'Condition',
-           'perturb', 'condition_from_frame', 'conditions_from_file']
+           'PERTURBATION_LEGEND', 'OFFLINE_NOTE', 'PerturbationError', 'MissingResourceError', 'item_rng',
+           'protected_spans', 'mask', 'Segmented', 'words', 'sentences', 'edit_size', 'Perturbation',
+           'FunctionPerturbation', 'Registry', 'register', 'core_instruction', 'emphasis_format', 'punctuation_sites',
+           'punctuation_habits', 'random_handle', 'irrelevant_username', 'random_link', 'irrelevant_weblink', 'typo',
+           'noise_candidates', 'character_noise', 'cache_dir', 'lexnames_text', 'build_wordnet_folder',
+           'wordnet_reader', 'nltk_data_dirs', 'WordNetLite', 'wordnet_lite', 'wordnet_resources', 'synonym_candidates',
+           'synonym_transformation', 'SynonymTransformation', 'prose_sentences', 'length_template', 'is_structured',
+           'structure', 'structured_presentation', 'unstructure', 'translation_plan', 'restore', 'assemble',
+           'Translation', 'protected_pieces', 'ModelRewrite', 'Condition', 'perturb', 'condition_from_frame',
+           'conditions_from_file', 'legend_frame', 'legend_text']
 
 # %% ../nbs/03_perturbations.ipynb #b6b818ac
 class PerturbationError(ValueError):
@@ -1393,3 +1394,61 @@ def conditions_from_file(path: str | Path, mapping: dict[int | str, str | None] 
     return {name: condition_from_frame(name, orig, variants[col], side=side,
                                        record={"resources": {**source, "column": col, "content": content[col]}})
             for col, name in cols.items()}
+
+# %% ../nbs/03_perturbations.ipynb #11d4830d
+PERTURBATION_LEGEND = (
+    # code, side, what it does, backend, variant
+    ("EF", "prompt", "emphasis format: the core instruction wrapped in quotes, bold, <<>> or UPPERCASE", "rules", "offline"),
+    ("PH", "prompt", "punctuation habits: a space before and/or after punctuation marks", "rules", "offline"),
+    ("IU", "prompt", "irrelevant username: ' @handle' appended after the last prose line", "rules", "offline"),
+    ("IW", "prompt", "irrelevant web link: a reserved-domain link appended after the last prose line", "rules",
+     "offline"),
+    ("CN", "prompt", "character noise: one interior typo in ~15% of words of 4+ letters", "rules (keyboard typos)",
+     "offline"),
+    ("ST", "response", "synonym transformation: ~15% of eligible words replaced by a first-sense synonym",
+     "WordNet first sense + lemminflect", "offline"),
+    ("LE", "response", "length extension: an opener, a point-by-point restatement and a recap around the answer",
+     "length template", "offline"),
+    ("SP", "response", "structured presentation: the same words laid out as Markdown headings and lists", "rules",
+     "offline"),
+    ("LC", "response", "language conversion: the answers translated English→Spanish, code/math/links kept",
+     "apertium eng-spa (rule-based MT)", "offline"),
+    ("SLC", "response", "structured language conversion: SP layout, then English→Spanish translation",
+     "rules + apertium eng-spa", "offline"),
+    ("LE-model", "response", "length extension rewritten by a language model", "rewriter model or endpoint", "model"),
+    ("SP-model", "response", "Markdown restructuring by a language model", "rewriter model or endpoint", "model"),
+    ("LC-model", "response", "translation by a language model (Chinese by default, as in the paper)",
+     "rewriter model or endpoint", "model"),
+    ("SLC-model", "response", "Markdown restructuring and translation by a language model",
+     "rewriter model or endpoint", "model"),
+)
+OFFLINE_NOTE = ("The offline defaults differ from the paper's perturbations, which are LLM rewrites (ST, LE, SP) and a "
+                "Chinese translation (LC, SLC): numbers are not comparable with the paper's Table 1 unless the model "
+                "rewriters (*-model) are used or the paper's own perturbed files are audited with --conditions.")
+
+
+def legend_frame(codes=None) -> pd.DataFrame:
+    "The legend as a frame (code, side, what it does, backend, variant), optionally for some codes only."
+    f = pd.DataFrame(PERTURBATION_LEGEND, columns=["code", "side", "what it does", "backend", "variant"])
+    if codes is not None:
+        codes = list(codes)
+        known = f[f["code"].isin(codes)]
+        other = [c for c in codes if c not in set(f["code"])]
+        f = pd.concat([known, pd.DataFrame([{"code": c, "side": registry[c].side if c in registry else "",
+                                            "what it does": registry[c].description if c in registry else
+                                            "external condition (stored variants)",
+                                            "backend": "user-registered" if c in registry else "file",
+                                            "variant": (registry[c].variant or "") if c in registry else "file"}
+                                           for c in other])], ignore_index=True)
+    return f
+
+
+def legend_text(width: int = 110) -> str:
+    "The legend as plain text for `--help` and the README."
+    import textwrap
+    lines = ["perturbations (code, side: what it does [backend; variant]):"]
+    for code, side, what, backend, variant in PERTURBATION_LEGEND:
+        lines += textwrap.wrap(f"{code}, {side}: {what} [{backend}; {variant}]", width, initial_indent="  ",
+                               subsequent_indent="      ")
+    lines += textwrap.wrap(OFFLINE_NOTE, width)
+    return "\n".join(lines)

@@ -24,11 +24,12 @@ from .audit import AuditResult
 from . import plots
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html', 'header_html', 'findings',
-           'findings_html', 'warnings_html', 'top_degraded', 'top_degraded_html', 'control_notes',
-           'subset_heterogeneity', 'manifest_html', 'kernel_name', 'template_path', 'RenderedReport', 'to_html',
-           'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic', 'render_diagnostic',
-           'frame_html']
+__all__ = ['BELOW_CHANCE_NOTE', 'KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html',
+           'below_chance', 'header_html', 'findings', 'findings_html', 'warnings_html', 'legend_html',
+           'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html', 'truth_html', 'risk_display',
+           'top_degraded', 'top_degraded_html', 'control_notes', 'subset_heterogeneity', 'manifest_html', 'kernel_name',
+           'template_path', 'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind',
+           'save_diagnostic', 'load_diagnostic', 'render_diagnostic', 'frame_html']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -58,6 +59,14 @@ def show_html(markup: str) -> None:
     display(HTML(markup))
 
 # %% ../nbs/09_report.ipynb #4d361488
+BELOW_CHANCE_NOTE = "below chance: suitability is not meaningful here"
+
+
+def below_chance(accuracy) -> bool:
+    "True when the accuracy on the original pairs is at or below 0.5 (a coin would do as well)."
+    return bool(pd.notna(accuracy) and float(accuracy) <= 0.5)
+
+# %% ../nbs/09_report.ipynb #14d559d4
 def _tails(settings: dict) -> str:
     "How the run tested: the degradation tail only, or both tails (a significant rise is reported as IMPROVES)."
     if settings.get("two_sided", True):
@@ -94,7 +103,8 @@ def findings(table: pd.DataFrame) -> pd.DataFrame:
             "accuracy": float(g["accuracy_before"].iloc[0]),
             "unsuitable": int((g["verdict"] == "UNSUITABLE").sum()),
             "significant": ", ".join(f"{r.perturbation} ({r.effect_size:+.2f}{r.stars})" for r in sig.itertuples())
-                           or "none"})
+                           or "none",
+            "caveat": BELOW_CHANCE_NOTE if below_chance(g["accuracy_before"].iloc[0]) else ""})
     return table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
 
 
@@ -110,6 +120,125 @@ def warnings_html(manifest: dict) -> str:
         return ""
     return ("<div style='border-left:4px solid #e0a800;padding:4px 10px;background:#fff8e1'><b>Warnings</b><ul>"
             + "".join(f"<li>{esc(x)}</li>" for x in w) + "</ul></div>")
+
+# %% ../nbs/09_report.ipynb #9c78a4b1
+def legend_html(result: AuditResult) -> str:
+    "The perturbation legend for the codes in this run: what each does, its backend and variant, and the offline note."
+    from reward_auditor import perturbations as pt
+    codes = plots.perturbation_order(result.table["perturbation"])
+    f = pt.legend_frame(codes)
+    recs = result.manifest.get("perturbations", {})
+    def used(code):  # what actually ran: the record's variant and resources (e.g. the apertium and WordNet versions)
+        r = recs.get(code, {})
+        res = r.get("resources") or {}
+        bits = [f"{k}={v}" for k, v in res.items() if v not in (None, "", {}) and not isinstance(v, (dict, list))]
+        return ", ".join(bits[:4])
+    f["this run"] = [used(c) for c in f["code"]]
+    rows = "".join("<tr>" + "".join(f"<td style='text-align:left'>{esc(v)}</td>" for v in r) + "</tr>"
+                   for r in f.itertuples(index=False))
+    head = "".join(f"<th style='text-align:left'>{esc(c)}</th>" for c in f.columns)
+    return (f"<details open><summary><b>Perturbation legend</b></summary><table><tr>{head}</tr>{rows}</table>"
+            f"<p><i>{esc(pt.OFFLINE_NOTE)}</i></p></details>")
+
+
+def truncation_html(manifest: dict) -> str:
+    "Per model: max_length and where it comes from, and the pairs truncation cut per subset and condition."
+    tr = manifest.get("truncation") or {}
+    if not tr:
+        return "<p><b>Truncation</b>: no scorer in this run has a token limit (nothing was cut).</p>"
+    out = []
+    for m, t in tr.items():
+        cells = t.get("cells", {})
+        subs = [k for k in cells if k != "all"] or ["all"]
+        conds = list(next(iter(cells.values()), {}))
+        head = "".join(f"<th>{esc(c)}</th>" for c in conds)
+        body = "".join(f"<tr><th style='text-align:left'>{esc(sub)}</th>" + "".join(
+            f"<td>{c['truncated']}/{c['n']}" + (f" ({c['answer_cut']} answer)" if c["answer_cut"] else "") + "</td>"
+            for c in (cells[sub].get(k, {"truncated": 0, "answer_cut": 0, "n": 0}) for k in conds)) + "</tr>"
+                       for sub in subs)
+        o = cells.get("all", {}).get("orig", {"truncated": 0, "n": 0, "answer_cut": 0})
+        out.append(f"<p><b>{esc(m)}</b>: max_length {esc(t.get('max_length'))} tokens (the model's limit: "
+                   f"{esc(t.get('limit'))}, {esc(t.get('limit_source'))}; cut on the {esc(t.get('side'))}); "
+                   f"{o['truncated']} of {o['n']} original pairs truncated, {o['answer_cut']} of them inside an "
+                   f"answer. Pairs truncated per subset and condition (of which the cut reached an answer):</p>"
+                   f"<table><tr><th></th>{head}</tr>{body}</table>")
+    return "<details open><summary><b>Truncation</b></summary>" + "".join(out) + "</details>"
+
+
+def changes_html(table: pd.DataFrame) -> str:
+    "Per perturbation and subset: items changed (share) and median edit size; cells too small to test are flagged."
+    cols = ["n", "n_changed", "change_rate", "median_edit_size", "testable"]
+    if not all(c in table for c in cols):
+        return ""
+    t = table.drop_duplicates(["subset", "perturbation"])[["subset", "perturbation", *cols]]
+    rows = []
+    for r in t.itertuples(index=False):
+        rows.append(f"<tr><td style='text-align:left'>{esc(r.perturbation)}</td><td style='text-align:left'>"
+                    f"{esc(r.subset)}</td><td>{int(r.n_changed)} of {int(r.n)} ({r.change_rate:.0%})</td>"
+                    f"<td>{r.median_edit_size:g}</td><td>{'' if r.testable else 'too few changed to test °'}</td></tr>")
+    return ("<details><summary><b>Changed items per perturbation</b> (share changed and median edit size in "
+            "characters over changed items)</summary><table><tr><th>perturbation</th><th>subset</th><th>changed</th>"
+            "<th>median edit</th><th></th></tr>" + "".join(rows) + "</table></details>")
+
+
+def style_matrix_html(manifest: dict) -> str:
+    "RM-Bench's 3x3 style matrix and its easy / normal / hard numbers per model, with what the audit compares."
+    sm = manifest.get("rmbench_style_matrix") or {}
+    fmt = (manifest.get("data") or {}).get("format")
+    if not sm:
+        return ("<p><b>RM-Bench</b>: the audit compares the concise chosen and concise rejected answers only.</p>"
+                if fmt == "rmbench" else "")
+    from reward_auditor.data import RMBENCH_STYLES
+    out = ["<details open><summary><b>RM-Bench style matrix</b></summary><p>RM-Bench's own numbers: accuracy "
+           "of each chosen style (rows) against each rejected style (columns); <i>hard</i> averages the cells "
+           "above the diagonal (a plainer chosen answer against a richer rejected one), <i>normal</i> the "
+           "diagonal, <i>easy</i> the cells below it. The audit itself compares only the concise/concise pair."
+           "</p>"]
+    for m, per in sm.items():
+        for sub, v in per.items():
+            if sub == "all" and len(per) == 2:
+                continue
+            head = "".join(f"<th>{esc(c)}</th>" for c in RMBENCH_STYLES)
+            body = "".join(f"<tr><th style='text-align:left'>{esc(RMBENCH_STYLES[i])}</th>"
+                           + "".join(f"<td>{x:.3f}</td>" for x in row) + "</tr>" for i, row in enumerate(v["matrix"]))
+            out.append(f"<p>{esc(m)} / {esc(sub)} (n = {v['n']}): easy {v['easy']:.3f}, normal {v['normal']:.3f}, "
+                       f"hard {v['hard']:.3f}, average {v['average']:.3f}</p>"
+                       f"<table><tr><th>chosen \\ rejected</th>{head}</tr>{body}</table>")
+    return "".join(out) + "</details>"
+
+
+def below_chance_html(table: pd.DataFrame) -> str:
+    "A caveat naming every scorer × subset at or below chance on the original pairs; empty when there is none."
+    f = table.drop_duplicates(["model", "subset"])
+    bad = f[[below_chance(a) for a in f["accuracy_before"]]]
+    if not len(bad):
+        return ""
+    items = "".join(f"<li>{esc(r.model)} / {esc(r.subset)}: accuracy {r.accuracy_before:.3f}</li>"
+                    for r in bad.itertuples())
+    return ("<div style='border-left:4px solid #c0392b;padding:4px 10px;background:#fdecea'><b>Below chance</b>: "
+            "these scorers prefer the chosen answer no more often than a coin on the original pairs, so a verdict "
+            f"about keeping that preference under perturbation is not meaningful here.<ul>{items}</ul></div>")
+
+
+def truth_html(result: AuditResult) -> str:
+    "Everything a reader needs to read the numbers right: legend, truncation, changed items, style matrix, chance."
+    return "".join([below_chance_html(result.table), legend_html(result), truncation_html(result.manifest),
+                    changes_html(result.table), style_matrix_html(result.manifest)])
+
+
+def risk_display(table: pd.DataFrame) -> pd.DataFrame:
+    "A copy of the table for the risk table: † beside truncated cells, ° beside untestable ones, below-chance subsets labelled."
+    t = table.copy()
+    mark = pd.Series("", index=t.index)
+    if "n_truncated" in t:
+        mark = mark.where(~(t["n_truncated"].fillna(0) > 0), "†")
+    if "testable" in t:
+        mark = mark + np.where(t["testable"].fillna(True).astype(bool), "", "°")
+    base = t["stars"].where(t["stars"] != "ns", "")
+    t["stars"] = (base.astype(str) + mark).replace("", "ns")
+    low = t["accuracy_before"].map(below_chance)
+    t.loc[low, "subset"] = t.loc[low, "subset"].astype(str) + " (below chance)"
+    return t
 
 # %% ../nbs/09_report.ipynb #4f71ed72
 def top_degraded(result: AuditResult, model: str, k: int = 5, subset: str | None = None) -> pd.DataFrame:

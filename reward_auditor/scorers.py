@@ -24,11 +24,13 @@ import pandas as pd
 from .cache import ScoreCache
 
 # %% auto #0
-__all__ = ['PAIR_COLUMNS', 'CONTROLS', 'JUDGE_TEMPLATE', 'VERDICT_SPELLINGS', 'MODEL_KINDS', 'ScorerError', 'Scorer',
-           'PointwiseScorer', 'content_words', 'ControlScorer', 'OverlapScorer', 'LengthScorer', 'NoiseScorer',
-           'CallableScorer', 'PrecomputedScorer', 'file_digest', 'folder_fingerprint', 'pick_device', 'pick_dtype',
-           'render_chat', 'encode_text', 'truncate_ids', 'length_batches', 'padding_waste', 'HFScorer',
-           'DiscriminativeScorer', 'DPOScorer', 'judge_margin', 'JudgeScorer', 'detect_family', 'load_scorer']
+__all__ = ['PAIR_COLUMNS', 'CONTROLS', 'FALLBACK_MAX_LENGTH', 'UNBOUNDED_TOKENIZER', 'POSITION_KEYS', 'JUDGE_TEMPLATE',
+           'VERDICT_SPELLINGS', 'MODEL_KINDS', 'ScorerError', 'Scorer', 'PointwiseScorer', 'content_words',
+           'ControlScorer', 'OverlapScorer', 'LengthScorer', 'NoiseScorer', 'CallableScorer', 'PrecomputedScorer',
+           'file_digest', 'folder_fingerprint', 'pick_device', 'pick_dtype', 'render_chat', 'encode_text',
+           'truncate_ids', 'length_batches', 'padding_waste', 'model_limit', 'resolve_max_length', 'answer_truncated',
+           'HFScorer', 'DiscriminativeScorer', 'DPOScorer', 'judge_margin', 'JudgeScorer', 'detect_family',
+           'load_scorer']
 
 # %% ../nbs/06_scorers.ipynb #0fb96269
 class ScorerError(ValueError):
@@ -486,6 +488,55 @@ def _is_oom(e: BaseException) -> bool:
     return isinstance(e, torch.cuda.OutOfMemoryError) or (isinstance(e, RuntimeError) and "out of memory" in str(e))
 
 # %% ../nbs/06_scorers.ipynb #e8c4bb46
+FALLBACK_MAX_LENGTH = 4096
+UNBOUNDED_TOKENIZER = 10 ** 9  # tokenizers without a limit report int(1e30); anything this large is not a limit
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length", "seq_length", "n_ctx")
+_PADDING_OFFSET = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "longformer": 2, "bart": 2, "mbart": 2}
+
+
+def model_limit(config, tokenizer=None) -> tuple[int | None, str]:
+    "The model's real input limit in tokens and where it comes from (config positions, tokenizer limit, the smaller)."
+    cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
+    found = []
+    for k in POSITION_KEYS:
+        v = getattr(cfg, k, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            off = _PADDING_OFFSET.get(getattr(cfg, "model_type", ""), 0)
+            found.append((v - off, f"config {k}={v}" + (f" less {off} reserved padding positions" if off else "")))
+            break
+    mml = getattr(tokenizer, "model_max_length", None)
+    if isinstance(mml, (int, float)) and 0 < mml < UNBOUNDED_TOKENIZER:
+        found.append((int(mml), f"tokenizer model_max_length={int(mml)}"))
+    if not found:
+        return None, "no limit in the config or the tokenizer"
+    return min(found, key=lambda x: x[0])
+
+
+def resolve_max_length(requested: int | None, limit: int | None, source: str = "", name: str = "model") -> int:
+    "The max_length to use: the request if it fits the limit, the limit if none was asked; a larger request → ScorerError."
+    if requested is not None and requested < 1:
+        raise ScorerError(f"{name}: max_length must be >= 1, got {requested}")
+    if limit is None:
+        return requested or FALLBACK_MAX_LENGTH
+    if requested is None:
+        return int(limit)
+    if requested > limit:
+        raise ScorerError(f"{name}: max_length {requested} exceeds the model's limit of {limit} tokens ({source}); "
+                          f"pass --max-length {limit} or less, or omit it to use the limit")
+    return int(requested)
+
+
+def answer_truncated(n_tokens: int, answer_start: int, max_length: int, side: str = "left",
+                     keep_first: bool = False) -> bool:
+    "Whether cutting a text of `n_tokens` (answer from `answer_start` on) to `max_length` removes answer tokens."
+    removed = n_tokens - max_length
+    if removed <= 0:
+        return False
+    if side == "right":  # the end goes, and the answer is at the end
+        return True
+    return int(keep_first) + removed > answer_start
+
+# %% ../nbs/06_scorers.ipynb #71ed4965
 def _load_tokenizer(spec: str, trust_remote_code: bool, revision: str | None):
     from transformers import AutoTokenizer
     try:
@@ -509,7 +560,7 @@ class HFScorer(PointwiseScorer):
     "Shared plumbing of transformers-based scorers: loading, fingerprint, batching, OOM back-off, progress."
 
     def __init__(self, spec: str, *, name: str | None = None, device: str | None = None, dtype=None,
-                 batch_size: int = 16, max_batch_tokens: int | None = 65536, max_length: int = 4096,
+                 batch_size: int = 16, max_batch_tokens: int | None = 65536, max_length: int | None = None,
                  truncation_side: str = "left", padding_side: str = "right", trust_remote_code: bool = False,
                  revision: str | None = None, full_hash_limit: int = 1 << 30, system: str | None = None):
         super().__init__(name or Path(str(spec).rstrip("/")).name)
@@ -519,7 +570,10 @@ class HFScorer(PointwiseScorer):
         self.device = pick_device(device)
         self.dtype = pick_dtype(dtype, self.device)
         self.batch_size, self.max_batch_tokens = int(batch_size), max_batch_tokens
-        self.max_length, self.truncation_side, self.padding_side = int(max_length), truncation_side, padding_side
+        self.truncation_side, self.padding_side = truncation_side, padding_side
+        self.requested_max_length = None if max_length is None else int(max_length)
+        self.max_length = self.requested_max_length or FALLBACK_MAX_LENGTH  # set from the model in _load_model
+        self.model_limit, self.limit_source = None, "not read yet"
         self.full_hash_limit, self.system = full_hash_limit, system
         self.tokenizer = _load_tokenizer(self.spec, trust_remote_code, revision)
         self.pad_id = self._choose_pad(self.tokenizer)
@@ -543,7 +597,18 @@ class HFScorer(PointwiseScorer):
             model = auto_cls.from_pretrained(spec, **kw)
         except Exception as e:
             raise ScorerError(f"cannot load {spec} as {auto_cls.__name__}: {e}") from e
+        self._apply_limit(model.config)
         return model.to(self.device).eval()
+
+    def _apply_limit(self, config, cap: int | None = None, cap_source: str = "") -> None:
+        "Set `max_length` from this model's real limit (and an optional family `cap`); refuse a larger request."
+        limit, source = model_limit(config, self.tokenizer)
+        if cap is not None and (limit is None or cap < limit):
+            limit, source = int(cap), cap_source or f"family cap {cap}"
+        if self.model_limit is not None and limit is not None and self.model_limit < limit:
+            limit, source = self.model_limit, self.limit_source  # e.g. a DPO reference with a shorter window
+        self.model_limit, self.limit_source = limit, source
+        self.max_length = resolve_max_length(self.requested_max_length, limit, source, self.name)
 
     def _identity_of(self, spec: str, model) -> dict:
         folder = _model_folder(spec, self.revision)
@@ -620,6 +685,24 @@ class HFScorer(PointwiseScorer):
             bar.close()
         self.last_report["final_batch_size"] = limit
 
+    def _answer_start(self, prompt: str, response: str, ids: list[int], n_prompt: int) -> int:
+        "Index of the first answer token in `ids` (0 when it cannot be told: then any cut counts as an answer cut)."
+        if n_prompt > 0:
+            return n_prompt
+        try:
+            full, start = _response_start(self.tokenizer, prompt, response, self.system)
+        except ScorerError:
+            return 0
+        return start if full == ids else 0
+
+    def truncation(self, prompt: str, response: str) -> tuple[int, int, bool]:
+        "(tokens, tokens removed by truncation, whether part of the answer was removed) for one text."
+        ids, n_prompt = self._encode_item(prompt, response)
+        removed = max(0, len(ids) - self.max_length)
+        start = self._answer_start(prompt, response, ids, n_prompt) if removed else 0
+        bos_first = bool(ids) and ids[0] == self.tokenizer.bos_token_id
+        return len(ids), removed, answer_truncated(len(ids), start, self.max_length, self.truncation_side, bos_first)
+
     def _iter_scores(self, items, progress):
         seqs, metas, truncated = [], [], 0
         for p, r in items:
@@ -632,7 +715,8 @@ class HFScorer(PointwiseScorer):
         self.last_report["truncated"] = truncated
         if truncated:
             warnings.warn(f"{self.name}: {truncated} of {len(items)} texts are longer than max_length="
-                          f"{self.max_length} tokens and were cut on the {self.truncation_side}", stacklevel=3)
+                          f"{self.max_length} tokens and were cut on the {self.truncation_side}; the audit "
+                          "counts them per subset and perturbation", stacklevel=3)
         for b, vals in self._run(seqs, metas, progress):
             yield b, np.asarray(vals, dtype=float)
 

@@ -640,12 +640,15 @@ PRESETS = {
 }
 
 _STAR_CUTS = {"adjusted": [(1e-3, "***"), (1e-2, "**"), (0.05, "*")],
-              "paper-code": [(1e-4, "****"), (1e-3, "***"), (1e-2, "**"), (0.05, "*")]}
+              # the published Table 1 shows at most three stars on raw p-values; the official code's printout has a
+              # fourth level (**** at p <= 1e-4), kept as 'paper-code-4' for comparing with that printout
+              "paper-code": [(1e-3, "***"), (1e-2, "**"), (0.05, "*")],
+              "paper-code-4": [(1e-4, "****"), (1e-3, "***"), (1e-2, "**"), (0.05, "*")]}
 _STAR_CUTS["raw"] = _STAR_CUTS["paper-code"]          # the published scheme is applied to raw p-values
 
 
 def stars(p, scheme: str = "adjusted", significant=None):
-    "Significance stars for p-values (`scheme` 'adjusted', or 'paper-code'/'raw' with ****); 'ns' where not significant."
+    "Significance stars for p-values (`scheme` 'adjusted', 'paper-code'/'raw' or 'paper-code-4' with ****); 'ns' where not significant."
     if scheme not in _STAR_CUTS:
         raise StatsError(f"unknown star scheme {scheme!r}: choose one of {list(_STAR_CUTS)}")
     pa = np.atleast_1d(np.asarray(p, np.float64))

@@ -318,7 +318,8 @@ def test_presets_and_paper_code_stars():
     assert set(S.PRESETS) == {"default", "paper-code"}
     pc = S.PRESETS["paper-code"]
     assert (pc["scale"], pc["effect_ddof"], pc["multiplicity"], pc["stars"]) == ("nll", 0, "bh", "paper-code")
-    assert list(S.stars([5e-5, 5e-4, 5e-3, 0.04, 0.3], "paper-code")) == ["****", "***", "**", "*", "ns"]
+    assert list(S.stars([5e-5, 5e-4, 5e-3, 0.04, 0.3], "paper-code")) == ["***", "***", "**", "*", "ns"]
+    assert list(S.stars([5e-5, 5e-4, 5e-3, 0.04, 0.3], "paper-code-4")) == ["****", "***", "**", "*", "ns"]
 
 
 def test_paper_code_reproduction():
