@@ -21,10 +21,10 @@ from .heterogeneity import (HeterogeneityError, _frame_to_markdown, _html_escape
                                           _read_json, _write_frame, _write_json)
 
 # %% auto #0
-__all__ = ['GROUPS', 'REQUIRED', 'MetaError', 'combine_tables', 'simulate_audit_tables', 'benchmark_meta', 'ClusteredCorrelation',
-           'correlation_clustering', 'group_risk_correlation', 'auroc', 'accuracy_vs_suitability', 'DownstreamResult',
-           'downstream_correlation', 'MetaReport', 'meta_report', 'meta_cli', 'plot_clustered_correlation',
-           'plot_downstream']
+__all__ = ['GROUPS', 'REQUIRED', 'R_S_DEFINITION', 'EXACT_N', 'MetaError', 'combine_tables', 'simulate_audit_tables',
+           'benchmark_meta', 'ClusteredCorrelation', 'correlation_clustering', 'exact_corr_p', 'rank_note',
+           'group_risk_correlation', 'auroc', 'accuracy_vs_suitability', 'DownstreamResult', 'downstream_correlation',
+           'MetaReport', 'meta_report', 'meta_cli', 'plot_clustered_correlation', 'plot_downstream']
 
 # %% ../nbs/14_meta.ipynb #c50993fe
 class MetaError(ValueError):
@@ -182,13 +182,44 @@ def correlation_clustering(table: pd.DataFrame, *, value: str = "effect_size",
     return ClusteredCorrelation(corr, order, Z, clusters, len(wide), method, value)
 
 # %% ../nbs/14_meta.ipynb #e34b321b
+R_S_DEFINITION = ("r_S is a test's effect size d_z when its degradation is significant after FDR control, else 0; "
+                  "'sum of r_S' adds it over a model's perturbations and subsets: total significant degradation")
+EXACT_N = 8  # up to this many pairs a correlation's p-value is exact, over all n! pairings
+
+
+def exact_corr_p(x, y, method: str = "spearman") -> float:
+    "Two-sided exact permutation p-value of a correlation over all n! pairings (ties keep their mid-ranks)."
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if method == "spearman":
+        x, y = stats.rankdata(x), stats.rankdata(y)
+    x, y = x - x.mean(), y - y.mean()
+    x, y = x / np.linalg.norm(x), y / np.linalg.norm(y)
+    perms = np.array(list(itertools.permutations(range(len(y)))))
+    return float(np.mean(np.abs(y[perms] @ x) >= abs(x @ y) - 1e-12))
+
+
+def rank_note(x, y, names: Sequence[str] = ("x", "y")) -> str:
+    "Empty, or a note on ties: 'ranks degenerate' when a variable has two distinct values or fewer."
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    n = int(ok.sum())
+    parts = [(nm, len(np.unique(v[ok]))) for nm, v in zip(names, (x, y))]
+    tied = [f"{nm} has {k} distinct values among {n}" for nm, k in parts if k < n]
+    if not tied:
+        return ""
+    worst = min(k for _, k in parts)
+    return ("ranks degenerate: " if worst <= 2 else "tied ranks: ") + "; ".join(tied)
+
+
 def _corr(x, y, method: str):
-    "Correlation and its p-value (nan when fewer than 3 pairs or a constant vector)."
+    "Correlation and its p-value (exact permutation for n ≤ EXACT_N; nan when fewer than 3 pairs or a constant vector)."
     x, y = np.asarray(x, float), np.asarray(y, float)
     ok = np.isfinite(x) & np.isfinite(y)
     if ok.sum() < 3 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
         return float("nan"), float("nan")
     r = (stats.spearmanr if method == "spearman" else stats.pearsonr)(x[ok], y[ok])
+    if ok.sum() <= EXACT_N:  # the t approximation says p = 0 at rho = ±1 for any n
+        return float(r.statistic), exact_corr_p(x[ok], y[ok], method)
     return float(r.statistic), float(r.pvalue)
 
 def group_risk_correlation(table: pd.DataFrame, *, value: str = "r_S", method: str = "spearman",
@@ -206,7 +237,9 @@ def group_risk_correlation(table: pd.DataFrame, *, value: str = "r_S", method: s
         r, p = _corr(d["controlled"], d["stylized"], method)
         rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "models": len(d),
                      "controlled_mean": d["controlled"].mean(), "stylized_mean": d["stylized"].mean(),
-                     "rho": r, "pvalue": p})
+                     "rho": r, "pvalue": p,
+                     "p_method": "exact" if len(d) <= EXACT_N else "t approximation",
+                     "note": rank_note(d["controlled"], d["stylized"], ("controlled", "stylized"))})
     return pd.DataFrame(rows)
 
 # %% ../nbs/14_meta.ipynb #42a4e0bc
@@ -258,9 +291,12 @@ class DownstreamResult:
 
     def summary(self) -> str:
         "One line."
+        note = self.settings.get("note")
         return (f"{self.method} correlation of {self.risk} with {self.metric} over {self.n} models: "
-                f"{self.statistic:.3f} (p = {self.pvalue:.3g}; permutation p = {self.pvalue_permutation:.3g}, "
-                f"{self.settings.get('permutations')})")
+                f"{self.statistic:.3f} (p = {self.pvalue:.3g}"
+                + (" exact" if self.n <= EXACT_N else "") + f"; permutation p = {self.pvalue_permutation:.3g}, "
+                f"{self.settings.get('permutations')})" + (f"; {note}" if note else "")
+                + (f"; {R_S_DEFINITION}" if "r_S" in self.risk else ""))
 
     def plot(self, ax=None):
         "Scatter of downstream metric against risk, models labelled."
@@ -319,7 +355,8 @@ def downstream_correlation(table: pd.DataFrame, downstream, *, metric: str | Non
     pp, how = _perm_corr_p(f["risk"].to_numpy(), f["metric"].to_numpy(), method, n_perm, seed)
     f = f.rename_axis("model").reset_index()
     return DownstreamResult(f, stat, p, pp, len(f), method, f"{aggregate} of {risk}", y.name,
-                            {"permutations": how, "aggregate": aggregate})
+                            {"permutations": how, "aggregate": aggregate,
+                             "note": rank_note(f["risk"], f["metric"], ("risk", y.name))})
 
 # %% ../nbs/14_meta.ipynb #46866b56
 @dataclass

@@ -237,3 +237,21 @@ def test_report_of_a_tiny_model_on_rmbench_chat_and_code(tmp_path):
     else:
         assert "Below chance" not in page
     assert set(res.manifest["rmbench_style_matrix"]["bert"]) == {"chat", "code", "all"}
+
+
+# ---- meta: exact p for small n, degenerate ranks, sum of r_S -------------------------------------------------------
+
+def test_meta_small_n_spearman_is_exact_and_says_when_ranks_are_degenerate():
+    from reward_auditor import meta as mt
+    # six models, four of them with r_S = 0 (nothing significant): rho = -1 by ranks, but not p = 0
+    rows = []
+    risk = {"m1": 0.0, "m2": 0.0, "m3": 0.0, "m4": 0.0, "m5": 0.4, "m6": 0.9}
+    for m, r in risk.items():
+        rows.append({"model": m, "subset": "chat", "perturbation": "EF", "group": "controlled",
+                     "effect_size": r, "significant": r > 0, "p_adjusted": 0.01 if r else 0.5, "r_S": r})
+    win = pd.Series({"m1": 0.9, "m2": 0.9, "m3": 0.9, "m4": 0.9, "m5": 0.5, "m6": 0.1})
+    res = mt.downstream_correlation(pd.DataFrame(rows), win, metric="win")
+    assert res.statistic == pytest.approx(-1.0)
+    assert res.pvalue == pytest.approx(res.pvalue_permutation) and res.pvalue > 0.01   # exact, not 0.000
+    s = res.summary()
+    assert "exact" in s and "ranks" in s and "r_S is a test's effect size" in s
