@@ -33,8 +33,9 @@ import sympy
 __all__ = ['KINDS', 'BUILTIN_GOLDS', 'RULES', 'STRATA', 'SHELLS', 'BUILTIN_VERIFIERS', 'KNOWN_FINDINGS', 'VerifierAuditError',
            'read_expr', 'read_answer', 'infer_kind', 'load_golds', 'certify', 'Rule', 'rule', 'generate_variants',
            'extract_final_answer', 'string_normalize', 'string_verifier', 'read_number', 'numeric_sympy_verifier',
-           'MathVerify', 'resolve_verifiers', 'run_verifiers', 'disagreement_matrix', 'known_findings',
-           'VerifierAuditResult', 'verifier_audit', 'verifier_audit_cli', 'plot_verifier_audit']
+           'MathVerify', 'resolve_verifiers', 'run_verifiers', 'disagreement_matrix', 'FedVerifier', 'identity_sanity',
+           'sanity_lines', 'known_findings', 'VerifierAuditResult', 'verifier_audit', 'verifier_audit_cli',
+           'plot_verifier_audit']
 
 # %% ../nbs/12_verifiers.ipynb #c5bf8590
 class VerifierAuditError(ValueError):
@@ -962,6 +963,16 @@ class MathVerify:
     def __repr__(self):
         return f"MathVerify(mode={self.mode!r})"
 
+    @property
+    def input_form(self) -> str:
+        "The answer form this configuration parses, which the audit feeds it."
+        return ("the full response (LaTeX extraction finds the boxed or $…$ answer)" if self.mode == "latex" else
+                "the final answer without its \\boxed{} or $…$ shell (expression extraction reads plain expressions)")
+
+    def prepare(self, answer: str) -> str:
+        "The answer in the form this configuration parses: the response for 'latex', the bare final answer for 'expr'."
+        return answer if self.mode == "latex" else extract_final_answer(answer)
+
     def warm(self) -> None:
         "Import math-verify and build its parsers once, outside any per-item time limit."
         self("1", "$1$")
@@ -1205,6 +1216,56 @@ def disagreement_matrix(verdicts: pd.DataFrame) -> pd.DataFrame:
     return m
 
 # %% ../nbs/12_verifiers.ipynb #65c899ef
+class FedVerifier:
+    "A verifier called with its own `prepare(answer)` form (module level, so worker processes can receive it)."
+    def __init__(self, verifier):
+        self.verifier = verifier
+        self.name = getattr(verifier, "name", None)
+
+    def warm(self) -> None:
+        w = getattr(self.verifier, "warm", None)
+        if callable(w):
+            w()
+
+    def __call__(self, gold: str, answer: str) -> bool:
+        return self.verifier(gold, self.verifier.prepare(answer))
+
+
+def identity_sanity(verdicts: pd.DataFrame, variants: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, set]]:
+    "Per verifier: golds whose identity variant it accepted, and the golds it cannot read (excluded) → (table, excluded)."
+    ident = variants[variants["rule"] == "identity"][["item", "gold_id", "gold"]]
+    rows, excluded = [], {}
+    for name in dict.fromkeys(verdicts["verifier"]):
+        if ident.empty:
+            rows.append(dict(verifier=name, golds=0, identity_accepted=0, excluded="", status="not checked"))
+            continue
+        v = verdicts[verdicts["verifier"] == name].merge(ident, on="item")
+        bad = v[v["outcome"] != "accept"]
+        excluded[name] = set(bad["gold_id"])
+        ok = len(v) - len(bad)
+        status = ("ok" if not len(bad) else "harness is wrong: it rejects every gold as given" if ok == 0 else
+                  f"{len(bad)} gold(s) inapplicable, excluded")
+        rows.append(dict(verifier=name, golds=len(v), identity_accepted=ok, excluded=" ".join(bad["gold"]),
+                         status=status))
+    return pd.DataFrame(rows, columns=["verifier", "golds", "identity_accepted", "excluded", "status"]), excluded
+
+
+def sanity_lines(sanity: pd.DataFrame | None, params: Mapping | None = None) -> list[str]:
+    "Plain-text lines of the identity check, with the answer form each verifier was fed."
+    forms = (params or {}).get("input_forms", {})
+    if sanity is None or not len(sanity):
+        return ["Harness check: not available (saved by an older version)"]
+    out = ["Harness check: the identity variant (the gold itself) must be accepted by every verifier"]
+    for r in sanity.itertuples():
+        line = f"{r.verifier}: identity accepted for {r.identity_accepted}/{r.golds} golds: {r.status}"
+        if r.excluded:
+            line += f" ({r.excluded}; their variants are not counted for {r.verifier})"
+        if r.verifier in forms:
+            line += f"; fed {forms[r.verifier]}"
+        out.append(line)
+    return out
+
+# %% ../nbs/12_verifiers.ipynb #92565332
 KNOWN_FINDINGS: tuple[dict, ...] = (
     dict(finding="thin space read as multiplication: gold 0 accepts 1\\,000\\,000", gold="0",
          rule="thin_space_decoy", shell="boxed", verifier="math-verify-latex", expected="accept"),
@@ -1246,6 +1307,7 @@ class VerifierAuditResult:
     per_rule: pd.DataFrame
     disagreement: pd.DataFrame
     params: dict = field(default_factory=dict)
+    sanity: pd.DataFrame | None = None
 
     @property
     def verifiers(self) -> list[str]:
@@ -1263,6 +1325,8 @@ class VerifierAuditResult:
     def failures(self, verifier: str | None = None) -> pd.DataFrame:
         "Item-level defects (false negatives and false positives) with their certificates."
         w = self.verdicts.merge(self.variants, on="item")
+        if "applicable" in w:
+            w = w[w["applicable"].astype(bool)]
         bad = ((w.stratum == "equivalent") & (w.outcome == "reject")) | ((w.stratum == "adversarial") & (w.outcome == "accept"))
         w = w[bad & (True if verifier is None else w.verifier == verifier)]
         return w[["verifier", "stratum", "rule", "gold", "answer", "outcome", "certificate"]].reset_index(drop=True)
@@ -1287,6 +1351,7 @@ class VerifierAuditResult:
             for r in f.itertuples():
                 lines.append(f"  [{'x' if r.rediscovered else ' '}] {r.finding} ({r.verifier}: {r.observed})")
         lines.append("\nContract-dependent variants are reported as acceptance rates, never as defects.")
+        lines += ["", *sanity_lines(self.sanity, self.params)]
         return "\n".join(lines)
 
     def __repr__(self):
@@ -1326,7 +1391,10 @@ class VerifierAuditResult:
         return "\n".join(parts)
 
     def _repr_html_(self):
-        return ("<h4>Verifier audit</h4>" + self._display_table().to_html() + "<h5>Disagreement</h5>"
+        from html import escape
+        sane = "".join(f"<li>{escape(x)}</li>" for x in sanity_lines(self.sanity, self.params)[1:])
+        return ("<h4>Verifier audit</h4>" + f"<p>Harness check (identity rule):</p><ul>{sane}</ul>"
+                + self._display_table().to_html() + "<h5>Disagreement</h5>"
                 + self.disagreement.round(3).to_html())
 
     def save(self, out) -> Path:
@@ -1337,6 +1405,8 @@ class VerifierAuditResult:
         self.table.to_csv(out / "rates.csv", index=False)
         self.per_rule.to_csv(out / "per_rule.csv", index=False)
         self.disagreement.to_csv(out / "disagreement.csv")
+        if self.sanity is not None:
+            self.sanity.to_csv(out / "sanity.csv", index=False)
         (out / "params.json").write_text(json.dumps(self.params, indent=1, sort_keys=True, default=str) + "\n")
         (out / "summary.txt").write_text(self.summary() + "\n")
         (out / "report.md").write_text(self.to_markdown() + "\n")
@@ -1355,7 +1425,8 @@ class VerifierAuditResult:
         dis = pd.read_csv(p / "disagreement.csv", index_col=0)
         dis.columns.name = "verifier"
         params = json.loads((p / "params.json").read_text()) if (p / "params.json").exists() else {}
-        return cls(read("variants.csv"), read("verdicts.csv"), rates, per_rule, dis, params)
+        sanity = pd.read_csv(p / "sanity.csv", keep_default_na=False) if (p / "sanity.csv").exists() else None
+        return cls(read("variants.csv"), read("verdicts.csv"), rates, per_rule, dis, params, sanity)
 
 
 def _md_table(frame: pd.DataFrame) -> str:
@@ -1375,12 +1446,18 @@ def verifier_audit(verifiers=("math-verify-latex", "math-verify-expr", "string",
     variants = generate_variants(golds, strata=strata, seed=seed, rules=rules)
     if variants.empty:
         raise VerifierAuditError("no variants were generated; check the golds, `strata` and `rules` arguments")
-    verdicts = run_verifiers(variants, vs, timeout=timeout, workers=workers, start_method=start_method)
-    v = verdicts.merge(variants[["item", "stratum", "rule"]], on="item")
+    fed = {n: FedVerifier(v) if callable(getattr(v, "prepare", None)) else v for n, v in vs.items()}
+    verdicts = run_verifiers(variants, fed, timeout=timeout, workers=workers, start_method=start_method)
+    sanity, excluded = identity_sanity(verdicts, variants)
+    gid = verdicts["item"].map(variants.set_index("item")["gold_id"])
+    verdicts["applicable"] = [g not in excluded.get(name, ()) for name, g in zip(verdicts["verifier"], gid)]
+    v = verdicts[verdicts["applicable"]].merge(variants[["item", "stratum", "rule"]], on="item")
     table = _rate_table(v, ["verifier", "stratum"])
     per_rule = _rate_table(v, ["verifier", "stratum", "rule"])
-    params = dict(seed=seed, strata=list(_strata(strata)), timeout=timeout, rules=rules, n_golds=variants.gold_id.nunique())
-    return VerifierAuditResult(variants, verdicts, table, per_rule, disagreement_matrix(verdicts), params)
+    params = dict(seed=seed, strata=list(_strata(strata)), timeout=timeout, rules=rules, n_golds=variants.gold_id.nunique(),
+                  input_forms={n: getattr(v, "input_form", "the full response") for n, v in vs.items()},
+                  excluded_golds={n: sorted(g) for n, g in excluded.items()})
+    return VerifierAuditResult(variants, verdicts, table, per_rule, disagreement_matrix(verdicts), params, sanity)
 
 
 def _names(x) -> list[str] | None:

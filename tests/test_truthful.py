@@ -255,3 +255,30 @@ def test_meta_small_n_spearman_is_exact_and_says_when_ranks_are_degenerate():
     assert res.pvalue == pytest.approx(res.pvalue_permutation) and res.pvalue > 0.01   # exact, not 0.000
     s = res.summary()
     assert "exact" in s and "ranks" in s and "r_S is a test's effect size" in s
+
+
+# ---- verifier audit: each configuration gets the form it parses; the identity rule is the harness check -------------
+
+def _never(gold, answer):
+    return False
+
+
+def test_verifier_harness_feeds_each_form_and_checks_identity(tmp_path):
+    pytest.importorskip("math_verify")
+    from reward_auditor.verifiers import verifier_audit
+    res = verifier_audit({"math-verify-expr": "math-verify-expr", "string": "string", "never": _never},
+                         rules=["identity", "dollar_delimiters", "sign_flip"], workers=1)
+    ident = res.per_rule.query("rule == 'identity'").set_index("verifier")["rate"]
+    assert ident["math-verify-expr"] == 0 and ident["string"] == 0          # was 36/36 rejected for expr
+    sane = res.sanity.set_index("verifier")
+    assert sane.loc["string", "status"] == "ok"
+    assert 0 < sane.loc["math-verify-expr", "identity_accepted"] < sane.loc["math-verify-expr", "golds"]
+    assert sane.loc["never", "status"].startswith("harness is wrong")
+    assert "plain expressions" in res.params["input_forms"]["math-verify-expr"]
+    assert "Harness check" in res.summary() and "harness is wrong" in res.summary()
+    # excluded golds leave the rates and the failure list of that verifier only
+    ex = set(res.params["excluded_golds"]["math-verify-expr"])
+    f = res.failures("math-verify-expr")
+    assert not set(f["gold"]) & {g for g in res.variants.set_index("gold_id").loc[list(ex), "gold"]}
+    back = type(res).load(res.save(tmp_path / "v"))
+    pd.testing.assert_frame_equal(back.sanity, res.sanity)
