@@ -131,7 +131,7 @@ def _jsonable(x):
 def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping) -> str:
     "What a stored condition depends on: the data, the perturbation and its version, the seed and options."
     p = ra_perturbations.registry[name]
-    blob = json.dumps([data_fingerprint(data), name, str(getattr(p, "version", "")), int(seed),
+    blob = json.dumps([data_fingerprint(data), name, str(getattr(p, "version", "")) + ra_perturbations.semantic_key(name), int(seed),
                        {k: repr(v) for k, v in sorted(options.items())}])
     return hashlib.sha256(blob.encode()).hexdigest()
 

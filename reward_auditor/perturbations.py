@@ -27,14 +27,16 @@ import pandas as pd
 
 # %% auto #0
 __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS', 'STOPWORDS', 'KEY_NEIGHBOURS', 'EF_STYLES',
-           'IMPERATIVES', 'CN_OPS', 'CN_PROBS', 'LEXNAMES', 'WORDNET_FILES', 'DEBIAN_WORDNET', 'LE_OPENERS',
-           'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS', 'BUILTINS', 'CANONICAL', 'RESPONSE_FILE_NAMES', 'RMBENCH_NAMES',
-           'PERTURBATION_LEGEND', 'OFFLINE_NOTE', 'PerturbationError', 'MissingResourceError', 'item_rng',
-           'protected_spans', 'mask', 'Segmented', 'words', 'sentences', 'edit_size', 'Perturbation',
-           'FunctionPerturbation', 'Registry', 'register', 'core_instruction', 'emphasis_format', 'punctuation_sites',
-           'punctuation_habits', 'random_handle', 'irrelevant_username', 'random_link', 'irrelevant_weblink', 'typo',
-           'noise_candidates', 'character_noise', 'cache_dir', 'lexnames_text', 'build_wordnet_folder',
-           'wordnet_reader', 'nltk_data_dirs', 'WordNetLite', 'wordnet_lite', 'wordnet_resources', 'synonym_candidates',
+           'IMPERATIVES', 'CN_OPS', 'CN_PROBS', 'LEXNAMES', 'WORDNET_FILES', 'DEBIAN_WORDNET', 'NUMBER_WORDS',
+           'SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'LE_OPENERS', 'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS',
+           'BUILTINS', 'CANONICAL', 'RESPONSE_FILE_NAMES', 'RMBENCH_NAMES', 'PERTURBATION_LEGEND', 'OFFLINE_NOTE',
+           'PerturbationError', 'MissingResourceError', 'item_rng', 'protected_spans', 'mask', 'Segmented', 'words',
+           'sentences', 'edit_size', 'Perturbation', 'FunctionPerturbation', 'Registry', 'register', 'core_instruction',
+           'emphasis_format', 'punctuation_sites', 'punctuation_habits', 'random_handle', 'irrelevant_username',
+           'random_link', 'irrelevant_weblink', 'typo', 'noise_candidates', 'character_noise', 'cache_dir',
+           'lexnames_text', 'build_wordnet_folder', 'wordnet_reader', 'nltk_data_dirs', 'WordNetLite', 'wordnet_lite',
+           'wordnet_resources', 'tagged_count', 'is_wordnet_mwe', 'st_protected', 'SentenceEmbedder',
+           'sentence_embedder', 'plain_text', 'semantic_key', 'semantic_filter', 'synonym_candidates',
            'synonym_transformation', 'SynonymTransformation', 'prose_sentences', 'length_template', 'is_structured',
            'structure', 'structured_presentation', 'unstructure', 'translation_plan', 'restore', 'assemble',
            'Translation', 'protected_pieces', 'ModelRewrite', 'Condition', 'perturb', 'condition_from_frame',
@@ -831,6 +833,170 @@ def wordnet_resources() -> dict:
             "lemminflect": _version("lemminflect")}
 
 # %% ../nbs/03_perturbations.ipynb #8dbdc1dd
+NUMBER_WORDS = frozenset("""zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
+fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand
+million billion dozen half quarter third fourth fifth several few""".split())
+_NUMBER_BEFORE = re.compile(r"\d[\d.,/%:$)]*\s*$")
+
+
+@lru_cache(maxsize=200_000)
+def tagged_count(word: str) -> int | None:
+    "Largest WordNet `tagsense_cnt` of `word` over parts of speech (None when WordNet does not list it)."
+    wn, best = wordnet_lite(), None
+    for pos in _WN_FILES:
+        for form in wn.morphy(word.lower(), pos):
+            tok = wn.index(pos)[form].split()
+            cnt = int(tok[4 + int(tok[2])])
+            best = cnt if best is None else max(best, cnt)
+    return best
+
+
+@lru_cache(maxsize=200_000)
+def is_wordnet_mwe(*parts: str) -> bool:
+    "Whether the words joined by '_' are one WordNet lemma (in any part of speech)."
+    key = "_".join(w.lower() for w in parts)
+    return any(key in wordnet_lite().index(pos) for pos in _WN_FILES)
+
+
+def st_protected(text: str, spans: list[tuple[int, int]]) -> set[int]:
+    "Indices of the word spans ST must keep: multi-word expressions, names, quantities, technical terms."
+    w = [text[s:e] for s, e in spans]
+    near = [i > 0 and not text[spans[i - 1][1]:spans[i][0]].strip() for i in range(len(spans))]  # only space before
+    keep = set()
+    for i, (s, e) in enumerate(spans):
+        before = text[max(0, s - 3):s]
+        opens = i == 0 or bool(re.search(r"(?:[.!?:]\s+|\n\s*|^\s*|[-*#>]\s+)$", text[max(0, s - 4):s])) \
+            or not text[:s].strip()
+        if w[i][:1].isupper() and not opens:
+            keep.add(i)                                                   # a name inside a sentence
+            if i > 0 and near[i] and w[i - 1][:1].isupper():
+                keep.add(i - 1)
+        if _NUMBER_BEFORE.search(text[max(0, s - 16):s]) or (i > 0 and near[i] and w[i - 1].lower() in NUMBER_WORDS):
+            keep.add(i)                                                   # a quantity's unit
+        for j in (i - 1, i + 1):                                          # next to an acronym, code-like or rare word
+            if 0 <= j < len(spans) and near[max(i, j)]:
+                nb = w[j]
+                gap = text[min(e, spans[j][1]):max(s, spans[j][0])]
+                if gap.strip():
+                    continue
+                if (nb.isupper() and len(nb) > 1) or not nb.isalpha() or tagged_count(nb) == 0:
+                    keep.add(i)
+        for n in (2, 3):                                                  # multi-word expressions
+            for a in range(i - n + 1, i + 1):
+                b = a + n - 1
+                if a >= 0 and b < len(spans) and all(near[k] for k in range(a + 1, b + 1)) \
+                        and is_wordnet_mwe(*w[a:b + 1]):
+                    keep.update(range(a, b + 1))
+    return keep
+
+# %% ../nbs/03_perturbations.ipynb #5b6a2c6d
+SEMANTIC_THRESHOLDS = {"ST": 0.80, "SP": 0.75, "SP-model": 0.75}  # SP: compared without its Markdown layout
+SEMANTIC_PACKAGE = "all_minilm_l6_v2"
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+class SentenceEmbedder:
+    "Mean-pooled, normalised all-MiniLM-L6-v2 embeddings from the weights shipped in a PyPI package (CPU, batched)."
+    def __init__(self, folder: Path):
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+        self.folder = Path(folder)
+        self.tok = AutoTokenizer.from_pretrained(str(folder))
+        self.model = AutoModel.from_pretrained(str(folder), use_safetensors=True).eval()
+        self.torch = torch
+        h = hashlib.sha256()
+        with open(self.folder / "model.safetensors", "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        self.model_id = f"all-MiniLM-L6-v2 (sha256 {h.hexdigest()[:16]})"
+
+    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        "One unit vector per text (cut at 256 tokens, as the model was trained)."
+        out = []
+        with self.torch.inference_mode():
+            for i in range(0, len(texts), batch_size):
+                enc = self.tok(texts[i:i + batch_size], padding=True, truncation=True, max_length=256,
+                               return_tensors="pt")
+                h = self.model(**enc).last_hidden_state
+                m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
+                v = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+                out.append(self.torch.nn.functional.normalize(v, dim=-1).numpy())
+        return np.concatenate(out) if out else np.zeros((0, 384))
+
+
+@lru_cache(maxsize=1)
+def sentence_embedder() -> SentenceEmbedder | None:
+    "The embedder when the weights package is installed, else None (the check is then reported as not run)."
+    import importlib.util
+    import zipfile
+    spec = importlib.util.find_spec(SEMANTIC_PACKAGE)   # found, never imported
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    zf = Path(list(spec.submodule_search_locations)[0]) / "model.zip"
+    if not zf.exists():
+        return None
+    dest = cache_dir("all-MiniLM-L6-v2", str(zf.stat().st_size))
+    if not (dest / "model.safetensors").exists():
+        with zipfile.ZipFile(zf) as z:
+            for m in z.namelist():
+                if not m.endswith("/") and ".." not in m and not m.startswith("/"):
+                    target = dest / m
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = target.with_suffix(target.suffix + ".part")
+                    tmp.write_bytes(z.read(m))
+                    tmp.replace(target)
+    return SentenceEmbedder(dest)
+
+
+_MD_HEADING = re.compile(r"(?m)^[ \t]*#{1,6}[ \t].*$")
+_MD_MARK = re.compile(r"(?m)^[ \t]*(?:[-*+]|\d+[.)])[ \t]+|\*\*|__|^[ \t]*>[ \t]?")
+
+
+def plain_text(text: str) -> str:
+    "Text without Markdown layout: heading lines dropped, bold and list markers removed, blank lines folded."
+    t = _MD_MARK.sub("", _MD_HEADING.sub("", text))
+    return re.sub(r"\n\s*\n+", "\n", t).strip()
+
+
+def semantic_key(name: str) -> str:
+    "What the semantic check of `name` depends on (for stored conditions): threshold and whether it can run."
+    import importlib.util
+    if name not in SEMANTIC_THRESHOLDS:
+        return ""
+    return f"{SEMANTIC_THRESHOLDS[name]}:{importlib.util.find_spec(SEMANTIC_PACKAGE) is not None}"
+
+
+def _pieces(before: str, after: str) -> list[tuple[str, str]]:
+    "The changed sentence pairs when both texts split into the same number of sentences, else the whole texts."
+    a, b = [x for x in _SENT_SPLIT.split(before) if x.strip()], [x for x in _SENT_SPLIT.split(after) if x.strip()]
+    if len(a) == len(b):
+        return [(x, y) for x, y in zip(a, b) if x != y] or [(before, after)]
+    return [(before, after)]
+
+
+def semantic_filter(name: str, before: list[str], after: list[str]) -> tuple[list[str], dict]:
+    "Undo rewrites whose embedding similarity to the original falls below the threshold → (texts, record)."
+    emb = sentence_embedder()
+    thr = SEMANTIC_THRESHOLDS[name]
+    if emb is None:
+        return after, {"backend": None, "note": "semantic check not run: pip install 'reward-auditor[semantic]'"}
+    todo = [i for i, (x, y) in enumerate(zip(before, after)) if x != y]
+    view = plain_text if name.startswith("SP") else (lambda t: t)  # a layout change is not a change of meaning
+    pairs = [(i, x, y) for i in todo for x, y in _pieces(view(before[i]), view(after[i])) if x != y]
+    if not pairs:
+        return after, {"backend": emb.model_id, "threshold": thr, "checked": 0, "rejected": 0}
+    va, vb = emb.embed([x for _, x, _ in pairs]), emb.embed([y for _, _, y in pairs])
+    sim = (va * vb).sum(1)
+    worst: dict[int, float] = {}
+    for (i, _, _), s_ in zip(pairs, sim):
+        worst[i] = min(worst.get(i, 1.0), float(s_))
+    out = list(after)
+    rejected = [i for i, s_ in worst.items() if s_ < thr]
+    for i in rejected:
+        out[i] = before[i]
+    return out, {"backend": emb.model_id, "threshold": thr, "checked": len(todo), "rejected": len(rejected)}
+
+# %% ../nbs/03_perturbations.ipynb #efb9f449
 _UPOS_TO_WN = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
 _BASE_TAG = {"NOUN": "NN", "VERB": "VB", "ADJ": "JJ", "ADV": "RB"}
 
@@ -874,8 +1040,12 @@ def synonym_transformation(text: str, rng: np.random.Generator, rate: float = 0.
         return text
     sg = Segmented(text)
     cand = []
-    for s, e in words(sg.masked):
+    spans = words(sg.masked)
+    keep = st_protected(text, spans)  # multi-word expressions, names, quantities, technical terms
+    for k, (s, e) in enumerate(spans):
         w = text[s:e]
+        if k in keep:
+            continue
         if w.isalpha() and w.isascii() and not (w.isupper() and len(w) > 1) and (w[1:].islower() or len(w) == 1):
             syn = synonym_candidates(w)
             if syn:
@@ -897,7 +1067,7 @@ class SynonymTransformation(FunctionPerturbation):
         return wordnet_resources()
 
 
-register(SynonymTransformation(synonym_transformation, "ST", "response", "stylized", "1", {"rate": 0.15},
+register(SynonymTransformation(synonym_transformation, "ST", "response", "stylized", "2", {"rate": 0.15},
                                "synonym transformation: first-sense WordNet synonyms, POS-safe, re-inflected"))
 
 # %% ../nbs/03_perturbations.ipynb #5778566c
@@ -1295,20 +1465,24 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, **o
             raise PerturbationError(f"{name}: unknown parameters {bad}; it takes {sorted(p.defaults)}")
         kw = {**p.defaults, **{k: v for k, v in options.items() if k in p.defaults}, **own}
         new = df.copy()
-        changed, size = np.zeros(len(df), bool), np.zeros(len(df), int)
+        changed, size, sem = np.zeros(len(df), bool), np.zeros(len(df), int), {}
         for f in (("prompt",) if p.side == "prompt" else ("chosen", "rejected")):
             rngs = [item_rng(seed, name, p.version, i, f) for i in ids]
             before = df[f].tolist()
             after = p.apply_many(before, rngs, **kw)
             if len(after) != len(before) or not all(isinstance(x, str) for x in after):
                 raise PerturbationError(f"{name} must return one string per input text")
+            if name in SEMANTIC_THRESHOLDS:  # a rewrite that changes the meaning is undone and counted
+                after, checked = semantic_filter(name, before, after)
+                for k2, v2 in checked.items():
+                    sem[k2] = sem.get(k2, 0) + v2 if isinstance(v2, int) else v2
             new[f] = after
             changed |= np.array([a != b for a, b in zip(before, after)])
             size += np.array([edit_size(a, b) for a, b in zip(before, after)], dtype=int)
         new["changed"], new["edit_size"] = changed, size
         record = {"name": name, "version": p.version, "variant": p.variant, "side": p.side, "group": p.group,
                   "seed": seed, "params": _jsonable(kw), "resources": p.resources(**kw),
-                  "n": len(df), "n_changed": int(changed.sum())}
+                  "n": len(df), "n_changed": int(changed.sum()), **({"semantic_check": sem} if sem else {})}
         out[name] = Condition(name, p.side, p.group, new, record, original=df)
     return out
 
@@ -1405,12 +1579,14 @@ PERTURBATION_LEGEND = (
      "offline"),
     ("CN", "prompt", "character noise: one interior typo in ~15% of words of 4+ letters", "rules (keyboard typos)",
      "offline"),
-    ("ST", "response", "synonym transformation: ~15% of eligible words replaced by a first-sense synonym",
-     "WordNet first sense + lemminflect", "offline"),
+    ("ST", "response", "synonym transformation: ~15% of eligible words replaced by a first-sense synonym of the same "
+     "part of speech; multi-word expressions, names, quantities and technical terms kept; a text whose meaning moves "
+     "(MiniLM similarity < 0.80) is restored and counted", "WordNet first sense + lemminflect + all-MiniLM-L6-v2 check",
+     "offline"),
     ("LE", "response", "length extension: an opener, a point-by-point restatement and a recap around the answer",
      "length template", "offline"),
-    ("SP", "response", "structured presentation: the same words laid out as Markdown headings and lists", "rules",
-     "offline"),
+    ("SP", "response", "structured presentation: the same words laid out as Markdown headings and lists (MiniLM "
+     "similarity < 0.75 restored and counted)", "rules + all-MiniLM-L6-v2 check", "offline"),
     ("LC", "response", "language conversion: the answers translated English→Spanish, code/math/links kept",
      "apertium eng-spa (rule-based MT)", "offline"),
     ("SLC", "response", "structured language conversion: SP layout, then English→Spanish translation",

@@ -132,7 +132,13 @@ def legend_html(result: AuditResult) -> str:
         r = recs.get(code, {})
         res = r.get("resources") or {}
         bits = [f"{k}={v}" for k, v in res.items() if v not in (None, "", {}) and not isinstance(v, (dict, list))]
-        return ", ".join(bits[:4])
+        sem = r.get("semantic_check") or {}
+        if sem.get("backend"):
+            bits.append(f"semantic check {sem['backend']}: {sem.get('rejected', 0)} of {sem.get('checked', 0)} "
+                        f"rewritten texts restored (similarity < {sem.get('threshold')})")
+        elif sem:
+            bits.append(sem.get("note", "semantic check not run"))
+        return ", ".join(bits[:5])
     f["this run"] = [used(c) for c in f["code"]]
     rows = "".join("<tr>" + "".join(f"<td style='text-align:left'>{esc(v)}</td>" for v in r) + "</tr>"
                    for r in f.itertuples(index=False))

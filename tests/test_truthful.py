@@ -282,3 +282,33 @@ def test_verifier_harness_feeds_each_form_and_checks_identity(tmp_path):
     assert not set(f["gold"]) & {g for g in res.variants.set_index("gold_id").loc[list(ex), "gold"]}
     back = type(res).load(res.save(tmp_path / "v"))
     pd.testing.assert_frame_equal(back.sanity, res.sanity)
+
+
+# ---- ST quality: protected words, and the semantic-preservation check counted in the record -------------------------
+
+def test_st_keeps_expressions_names_quantities_and_terms():
+    from reward_auditor.perturbations import Segmented, st_protected, words
+    def kept(text):
+        sp = words(Segmented(text).masked)
+        return {text[s:e] for k, (s, e) in enumerate(sp) if k in st_protected(text, sp)}
+    assert {"condensed", "milk"} <= kept("Pour in the sweetened condensed milk slowly.")
+    assert "antennas" in kept("Mount two omnidirectional antennas on the roof.")
+    assert {"cups", "grams"} <= kept("Use 3 cups of water and 200 grams of rice.")
+    assert "Street" in kept("The shop is on Baker Street near the station.")
+    assert "station" not in kept("The shop is on Baker Street near the station.")
+
+
+def test_semantic_check_counts_rejections_in_the_record(tmp_path):
+    from reward_auditor.perturbations import SEMANTIC_THRESHOLDS, perturb, sentence_embedder
+    from reward_auditor.data import load_sample
+    c = perturb(load_sample(), ["ST", "SP"], seed=0)
+    for name in ("ST", "SP"):
+        sem = c[name].record["semantic_check"]
+        if sentence_embedder() is None:
+            assert sem["backend"] is None and "reward-auditor[semantic]" in sem["note"]
+            continue
+        assert sem["threshold"] == SEMANTIC_THRESHOLDS[name] and sem["checked"] >= c[name].n_changed
+        assert 0 <= sem["rejected"] <= sem["checked"]
+    if sentence_embedder() is not None:
+        assert c["ST"].record["semantic_check"]["rejected"] > 0     # "Kind regards," → "Kind considers," is undone
+        assert "Kind considers" not in " ".join(c["ST"].frame["chosen"])
