@@ -24,7 +24,7 @@ from .scorers import ScorerError
 __all__ = ['TEMPLATES', 'REGISTER_HINT', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'read_config', 'checkpoint_shapes',
            'remote_code_files', 'render_messages', 'conversation', 'describe_output', 'extract', 'Family', 'register',
            'match_family', 'family_of', 'registry_table', 'head_model_class', 'refuse_remote_code', 'FamilyScorer',
-           'PairPreferenceScorer', 'load_model']
+           'PairPreferenceScorer', 'check_classifier_head', 'load_model']
 
 # %% ../nbs/06a_families.ipynb #ff157b5b
 def _folder(spec: str, revision: str | None = None) -> Path | None:
@@ -77,14 +77,6 @@ def remote_code_files(folder: str | os.PathLike | None) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(folder).glob("*.py"))}
 
 # %% ../nbs/06a_families.ipynb #e284cf05
-def _plain(turn: str, sep: str, lead: str = "", system_as_user: bool = True) -> Callable:
-    def render(messages: Sequence[dict]) -> str:
-        roles = {"user": "USER" if turn == "beaver" else "Human", "assistant": "ASSISTANT" if turn == "beaver" else "Assistant",
-                 "system": "USER" if turn == "beaver" else "Human"}
-        return lead + sep.join(f"{roles.get(m['role'], m['role'])}: {m['content']}" for m in messages)
-    return render
-
-
 def _inst(messages: Sequence[dict]) -> str:
     "Mistral-style turns: [INST] user [/INST] answer."
     out, pending = [], []
@@ -547,6 +539,26 @@ class PairPreferenceScorer(S.JudgeScorer):
         return S.encode_text(self.tokenizer, render_messages(self.tokenizer, [{"role": "user", "content": text}], True))
 
 # %% ../nbs/06a_families.ipynb #95a9bbb8
+_HEADS = ("score", "classifier")
+_BACKBONES = ("model", "transformer", "backbone", "base_model", "lm_head", "embed_tokens", "layers", "norm")
+
+
+def check_classifier_head(spec: str, revision: str | None = None) -> None:
+    "Refuse a *ForSequenceClassification checkpoint without the library's head weights (it would get a random head)."
+    shapes = checkpoint_shapes(_folder(spec, revision))
+    if not shapes:
+        return  # weights not local (or not safetensors): nothing to check before loading
+    tops = {k.split(".")[0] for k in shapes}
+    if tops & set(_HEADS):
+        return
+    others = sorted(tops - set(_BACKBONES))
+    arch = (read_config(spec, revision).get("architectures") or ["?"])[0]
+    raise ScorerError(f"{spec}: config.json says {arch}, but the checkpoint has no score.* or classifier.* head weights "
+                      f"(its other top-level weights: {others or 'none'}); loading it would draw a random head. "
+                      + REGISTER_HINT.format(arch=arch).replace("readout=('attr_name',)",
+                                                                f"auto_class='head', head={(others or ['?'])[0]!r}"))
+
+
 def load_model(spec: str, kind: str | None = None, **kw):
     "A FamilyScorer or PairPreferenceScorer for a model the registry knows; None to use the default path."
     if kind == "pairwise":
@@ -554,6 +566,8 @@ def load_model(spec: str, kind: str | None = None, **kw):
     if kind not in (None, "discriminative"):
         return None
     family = family_of(spec, kw.get("revision"))
+    if family is not None and family.name == "sequence-classifier":
+        check_classifier_head(spec, kw.get("revision"))
     if family is None or family.name == "sequence-classifier":
         cfg = read_config(spec, kw.get("revision"))
         amap = cfg.get("auto_map") or {}

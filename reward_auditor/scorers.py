@@ -588,16 +588,33 @@ class HFScorer(PointwiseScorer):
     def settings(self) -> dict:
         return {"max_length": self.max_length, "truncation_side": self.truncation_side,
                 "dtype": str(self.dtype).replace("torch.", ""), "system": self.system,
-                "chat_template": bool(getattr(self.tokenizer, "chat_template", None)), **self.tokenization()}
+                "chat_template": bool(getattr(self.tokenizer, "chat_template", None))}
+
+    def describe(self) -> dict:
+        return {**super().describe(), "tokenization": self.tokenization()}
+
+    def _bos_record(self) -> dict:
+        "Who writes BOS: the chat template, the tokenizer, or both (then the tokenizer's is not added)."
+        tok = self.tokenizer
+        if tok.bos_token_id is None:
+            return {"template_writes": False, "tokenizer_adds": False, "doubled_fixed": False}
+        text = render_chat(tok, "x", "y", self.system)
+        writes = bool(tok.bos_token) and text.startswith(tok.bos_token)
+        adds = tok("x")["input_ids"][:1] == [tok.bos_token_id]
+        ids = encode_text(tok, text)
+        if ids[:2] == [tok.bos_token_id] * 2:
+            raise ScorerError(f"{self.name}: the encoded conversation still starts with two BOS tokens")
+        return {"template_writes": writes, "tokenizer_adds": adds, "doubled_fixed": writes and adds}
 
     def tokenization(self) -> dict:
-        "How text becomes model input: template hash, padding side, attention implementation, quantization."
+        "How text becomes model input (template hash, padding/truncation side, dtype, attention, quantization)."
         tpl = getattr(self.tokenizer, "chat_template", None)
         model = getattr(self, "model", None)
         attn = getattr(getattr(model, "config", None), "_attn_implementation", None) if model is not None else None
-        out = {"padding_side": self.padding_side,
+        out = {"padding_side": self.padding_side, "truncation_side": self.truncation_side,
+               "max_length": self.max_length, "dtype": str(self.dtype).replace("torch.", ""),
                "template_sha256": hashlib.sha256(json.dumps(tpl, sort_keys=True).encode()).hexdigest() if tpl else None,
-               "attn_implementation": attn}
+               "attn_implementation": attn, "bos": self._bos_record()}
         if self.load_in:
             out["load_in"] = self.load_in
         return out

@@ -156,7 +156,7 @@ def test_plain_classifier_keeps_the_default_path(folders):
 
 def test_settings_record_tokenization(folders):
     sc, _ = _score(folders["armorm"], trust_remote_code=True)
-    s = sc.settings()
+    s = sc.describe()["tokenization"]
     tok_template = sc.tokenizer.chat_template
     assert s["template_sha256"] == hashlib.sha256(json.dumps(tok_template).encode()).hexdigest()
     assert s["padding_side"] == "right" and s["truncation_side"] == "left" and s["dtype"] == "float32"
@@ -193,6 +193,7 @@ def test_doubled_bos_is_fixed_by_construction(tmp_path):
     ids, _ = sc._encode_item("Hi", "Hello")
     assert ids[0] == tok.bos_token_id and ids[1] != tok.bos_token_id
     assert ids == tok(text, add_special_tokens=False)["input_ids"]
+    assert sc.describe()["tokenization"]["bos"] == {"template_writes": True, "tokenizer_adds": True, "doubled_fixed": True}
 
 
 def test_unreadable_output_names_model_output_and_the_fix(folders):
@@ -295,3 +296,14 @@ def test_cli_audit_of_a_remote_code_family(folders, tmp_path, capsys):
     (rec,) = man["models"].values()
     assert rec["settings"]["family"] == "armorm" and rec["settings"]["remote_code"]["used"] is True
     assert "modeling_custom.py" in rec["settings"]["remote_code"]["files"]
+    assert rec["tokenization"]["padding_side"] == "right" and rec["tokenization"]["template_sha256"]
+
+
+def test_classifier_without_its_head_weights_is_refused(tmp_path):
+    "An UltraRM checkpoint labelled LlamaForSequenceClassification would silently get a random `score` head."
+    folder = tiny_family(tmp_path / "u", "ultrarm")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["architectures"] = ["LlamaForSequenceClassification"]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ScorerError, match="random head.*regression_head"):
+        load_scorer(str(folder), device="cpu")
