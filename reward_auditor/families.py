@@ -61,12 +61,14 @@ def checkpoint_shapes(folder: str | os.PathLike | None) -> dict[str, tuple[int, 
         except (OSError, ValueError, struct.error):
             continue
         out.update({k: tuple(v["shape"]) for k, v in head.items() if k != "__metadata__"})
-    if not out:  # .bin checkpoints: names only, from the shard index
-        for idx in Path(folder).glob("*.bin.index.json"):
+    if not out:  # .bin checkpoints: tensors memory-mapped with weights_only (plain data, no code runs)
+        for f in sorted(Path(folder).glob("*.bin")):
             try:
-                out.update({k: () for k in json.loads(idx.read_text())["weight_map"]})
-            except (OSError, ValueError, KeyError):
-                pass
+                import torch
+                sd = torch.load(f, map_location="cpu", mmap=True, weights_only=True)
+                out.update({k: tuple(v.shape) for k, v in sd.items() if hasattr(v, "shape")})
+            except Exception:
+                continue
     return out
 
 
@@ -268,10 +270,10 @@ def register(family: Family, first: bool = True) -> Family:
 _GATED = ("LlamaForRewardModelWithGating", "Gemma2ForRewardModelWithGating")
 _RC = "--trust-remote-code"
 for _f in [
-    Family("qrm", architectures=_GATED, auto_map=_GATED, config_keys=("num_quantiles",), readout=("score",),
+    Family("qrm", architectures=_GATED, auto_map=_GATED, config_keys=("num_quantiles",), readout=("score", "logits"),
            needs=_RC, examples=("nicolinho/QRM-Llama3.1-8B-v2", "nicolinho/QRM-Gemma-2-27B"),
            note="expectation of the quantile distribution (output.score)"),
-    Family("armorm", architectures=_GATED, auto_map=_GATED, readout=("score",), needs=_RC,
+    Family("armorm", architectures=_GATED, auto_map=_GATED, readout=("score", "logits"), needs=_RC,
            examples=("RLHFlow/ArmoRM-Llama3-8B-v0.1",), note="gated mixture of 19 objectives (output.score)"),
     Family("urm", architectures=("URM", "LlamaForRewardModelWithUncertainty"),
            auto_map=("URM", "LlamaForRewardModelWithUncertainty"), readout=("logits",), needs=_RC,
@@ -310,7 +312,8 @@ for _f in [
            head="score_head", readout=("end_scores",), sign=-1.0, template="beaver", needs="nothing (head built in)",
            examples=("PKU-Alignment/beaver-7b-v1.0-cost", "PKU-Alignment/beaver-7b-unified-cost"),
            note="a cost model: reward = −cost"),
-    Family("beaver-reward", architectures=("LlamaForScore",), auto_class="head", head="score_head",
+    Family("beaver-reward", architectures=("LlamaForScore",), config_values={"score_type": "reward"},
+           auto_class="head", head="score_head",
            readout=("end_scores",), template="beaver", needs="nothing (head built in)",
            examples=("PKU-Alignment/beaver-7b-v1.0-reward", "PKU-Alignment/beaver-7b-unified-reward")),
     Family("pairrm", architectures=("DebertaV2PairRM",), auto_map=("DebertaV2PairRM",), pairwise=True,
@@ -319,7 +322,7 @@ for _f in [
     Family("sequence-classifier", architectures=("ForSequenceClassification",), readout=("logits",),
            needs="nothing", examples=("Skywork/Skywork-Reward-V2-Llama-3.1-8B", "Skywork/Skywork-Reward-Llama-3.1-8B-v0.2",
                                       "Skywork/Skywork-Reward-Gemma-2-27B-v0.2", "Ray2333/GRM-Llama3.2-3B-rewardmodel-ft",
-                                      "nvidia/Llama-3.1-Nemotron-70B-Reward-HF", "allenai/Llama-3.1-Tulu-3-8B-RM"),
+                                      "allenai/Llama-3.1-Tulu-3-8B-RM", "NCSOFT/Llama-3-OffsetBias-RM-8B"),
            note="any one-label *ForSequenceClassification: today's path, .logits[:, 0]"),
 ]:
     register(_f, first=False)
@@ -540,6 +543,7 @@ class PairPreferenceScorer(S.JudgeScorer):
 
 # %% ../nbs/06a_families.ipynb #95a9bbb8
 _HEADS = ("score", "classifier")
+_KNOWN_SUFFIXES = ("ForSequenceClassification", "ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
 _BACKBONES = ("model", "transformer", "backbone", "base_model", "lm_head", "embed_tokens", "layers", "norm")
 
 
@@ -570,6 +574,10 @@ def load_model(spec: str, kind: str | None = None, **kw):
         check_classifier_head(spec, kw.get("revision"))
     if family is None or family.name == "sequence-classifier":
         cfg = read_config(spec, kw.get("revision"))
+        archs = [str(a) for a in cfg.get("architectures") or []]
+        if family is None and kind is None and archs and not any(a.endswith(_KNOWN_SUFFIXES) for a in archs):
+            raise ScorerError(f"{spec}: no registered family matches its config (architectures={archs}) and it is "
+                              "neither a sequence classifier nor a causal LM; " + REGISTER_HINT.format(arch=archs[0]))
         amap = cfg.get("auto_map") or {}
         if "AutoModelForSequenceClassification" in amap and not kw.get("trust_remote_code"):
             refuse_remote_code(spec, None, cfg, remote_code_files(_folder(spec, kw.get("revision"))))

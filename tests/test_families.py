@@ -307,3 +307,26 @@ def test_classifier_without_its_head_weights_is_refused(tmp_path):
     (folder / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ScorerError, match="random head.*regression_head"):
         load_scorer(str(folder), device="cpu")
+
+
+def test_bin_checkpoint_is_recognised_from_its_tensors(folders, tmp_path):
+    "UltraRM ships .bin weights: names and shapes are read with weights_only (no code runs), margins unchanged."
+    import shutil
+    from safetensors.torch import load_file
+    folder = tmp_path / "ultrarm-bin"
+    shutil.copytree(folders["ultrarm"], folder)
+    torch.save(load_file(str(folder / "model.safetensors")), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    assert F.family_of(str(folder)).name == "ultrarm"
+    _, a = _score(folders["ultrarm"])
+    _, b = _score(folder)
+    np.testing.assert_allclose(a["margin"], b["margin"], atol=1e-6)
+
+
+def test_unknown_architecture_says_how_to_register(tmp_path):
+    folder = tiny_family(tmp_path / "x", "sequence-classifier")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["architectures"] = ["MysteryRewardModel"]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ScorerError, match=r"MysteryRewardModel.*register\(Family"):
+        load_scorer(str(folder), device="cpu")
