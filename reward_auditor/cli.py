@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS',
-           'CLIError', 'is_input_error', 'error_line', 'build_parser', 'resolve_audit_args', 'split_name', 'data_files',
-           'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers', 'run_audit', 'cmd_audit', 'cmd_demo',
-           'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta',
-           'quiet_bars', 'main']
+__all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'DATA_SUFFIXES',
+           'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'build_parser',
+           'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers',
+           'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
+           'cmd_protocol', 'cmd_meta', 'quiet_bars', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -52,6 +52,67 @@ def error_line(e: BaseException) -> str:
     if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)) and e.filename:
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
     return f"{PROG}: error: {msg}"
+
+# %% ../nbs/10_cli.ipynb #c8f04616
+EXAMPLES = {
+    "heterogeneity": {"paths": ["heterogeneity/rm-a.jsonl", "heterogeneity/rm-b.jsonl"]},
+    "protocol": {"samples": "protocol/samples.csv",
+                 "rewards": ["protocol/rm-a.csv", "protocol/rm-b.csv", "protocol/rm-c.csv"]},
+    "meta": {"paths": ["meta/rmbench.csv", "meta/rewardbench.csv"], "downstream": "meta/winrates.csv",
+             "metric": "win_rate"},
+}
+
+EPILOGS = {
+    "heterogeneity": """input: per-prompt results, one model per file (JSON list or JSON lines), each row with a
+`subset` and one of `correct` (true/false), `results` (1/0), `margin` (> 0 is right) or
+`scores_chosen`/`scores_rejected`; a saved audit folder works too. One row:
+  {"id": "chat-0", "subset": "chat", "correct": true}
+try it: reward-auditor heterogeneity --example --out runs/het""",
+    "verifier-audit": """input: none needed (built-in gold answers); --golds takes a .jsonl/.json/.csv file with a
+`gold` column (LaTeX answer) and optional `id`, `kind`, `identities`. One row:
+  {"id": "g1", "gold": "\\\\frac{1}{2}"}
+try it: reward-auditor verifier-audit --out runs/verifiers   (quick: --rules identity,fbox)""",
+    "protocol": """input: a samples table (.csv/.jsonl/.parquet) with `prompt_id`, `k` (response number), `gold`
+(gold score) and `domain`, plus reward columns or --rewards files with `prompt_id`, `k`, `reward`
+(the file name names the RM). One samples row and one rewards row:
+  prompt_id,k,prompt,response,domain,gold    p0000,0,prompt 0,response 0,chat,0.5
+  prompt_id,k,reward                         p0000,0,0.546
+try it: reward-auditor protocol --example --n 1 2 4 --out runs/protocol""",
+    "meta": """input: audit tables (saved audit folders or .csv/.parquet files, one benchmark each) with `model`,
+`subset`, `perturbation`, `effect_size`, `significant` (optional: `group`, `p_adjusted`, `r_S`,
+`accuracy_before`, `accuracy_after`); --downstream a table with `model` and a numeric metric. One row each:
+  model,subset,perturbation,group,effect_size,significant    rm00,chat,EF,controlled,0.12,False
+  model,win_rate                                             rm00,0.23
+try it: reward-auditor meta --example --out runs/meta""",
+}
+
+
+def example_path(*parts: str) -> Path:
+    "A file of the example inputs shipped with the package."
+    import reward_auditor
+    return Path(reward_auditor.__file__).resolve().parent.joinpath("examples", *parts)
+
+
+def _example(p: argparse.ArgumentParser, command: str) -> None:
+    p.add_argument("--example", action="store_true",
+                   help=f"run on the tiny example inputs shipped with the package (reward_auditor/examples/{command})")
+
+
+def _use_example(ns, command: str) -> None:
+    "Fill a diagnostic's inputs from the shipped example (with --example), or insist on them."
+    if getattr(ns, "example", False):
+        for key, val in EXAMPLES[command].items():
+            path = [str(example_path(v)) for v in val] if isinstance(val, list) else (
+                str(example_path(val)) if key != "metric" else val)
+            setattr(ns, key, path)
+        shown = [v for k, v in vars(ns).items() if k in EXAMPLES[command] and k != "metric"]
+        flat = [x for v in shown for x in (v if isinstance(v, list) else [v])]
+        print(f"example inputs: {', '.join(flat)}", file=sys.stderr)
+        return
+    need = "paths" if command != "protocol" else "samples"
+    if not getattr(ns, need, None):
+        raise CLIError(f"no input given: pass the files (see `{PROG} {command} --help` for their columns), or "
+                       f"--example to try the shipped example", command)
 
 # %% ../nbs/10_cli.ipynb #42680b10
 class _Parser(argparse.ArgumentParser):
@@ -243,10 +304,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--compare", nargs="+", default=[], metavar="RUN", help="more run folders to compare with")
     r.add_argument("--out", default=None, help="folder for the report (default: the run folder)")
 
-    h = sub.add_parser("heterogeneity", help="subset x correct/incorrect heterogeneity of per-prompt results")
+    h = sub.add_parser("heterogeneity", help="subset x correct/incorrect heterogeneity of per-prompt results",
+                       epilog=EPILOGS["heterogeneity"], formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(h)
-    h.add_argument("paths", nargs="+",
+    h.add_argument("paths", nargs="*",
                    help="per-prompt results files (JSON or JSON lines, one model each) or saved audit folders")
+    _example(h, "heterogeneity")
     h.add_argument("--alpha", type=_alpha, default=0.05,
                    help="significance level of the chi-square test and of BH across models (default 0.05)")
     h.add_argument("--v-target", type=float, default=0.10,
@@ -258,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
     _diagnostic_out(h)
 
-    v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers")
+    v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers",
+                       epilog=EPILOGS["verifier-audit"], formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(v)
     v.add_argument("--verifier", action="append", default=None,
                    help="built-in verifier name (repeatable; default: the four built-ins)")
@@ -273,9 +337,12 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--rules", default=None, help="only these rule ids (comma-separated), e.g. for a quick check")
     _diagnostic_out(v)
 
-    pr = sub.add_parser("protocol", help="the pre-RL protocol on on-policy samples and rewards")
+    pr = sub.add_parser("protocol", help="the pre-RL protocol on on-policy samples and rewards",
+                        epilog=EPILOGS["protocol"], formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(pr)
-    pr.add_argument("samples", help="on-policy samples file")
+    pr.add_argument("samples", nargs="?", default=None,
+                    help="on-policy samples file (prompt_id, k, gold, domain; reward columns optional)")
+    _example(pr, "protocol")
     pr.add_argument("--rewards", nargs="*", default=[], help="reward files, one per RM")
     pr.add_argument("--styled", nargs="*", default=[], help="reward files after a style rewrite")
     pr.add_argument("--gold", default="gold", help="column of the samples file with the gold score (default gold)")
@@ -289,9 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     _diagnostic_out(pr)
 
-    m = sub.add_parser("meta", help="meta-analyses over saved audits (benchmarks, correlations, downstream)")
+    m = sub.add_parser("meta", help="meta-analyses over saved audits (benchmarks, correlations, downstream)",
+                       epilog=EPILOGS["meta"], formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(m)
-    m.add_argument("paths", nargs="+", help="saved audit folders or table files")
+    m.add_argument("paths", nargs="*", help="saved audit folders or table files (one benchmark each)")
+    _example(m, "meta")
     m.add_argument("--downstream", default=None, metavar="FILE",
                    help="per-model downstream results (.csv, .json or .jsonl with a `model` column) to correlate "
                         "with the models' risk")
@@ -616,6 +685,7 @@ def _emit(result, ns) -> int:
 
 def cmd_heterogeneity(ns) -> int:
     from reward_auditor.heterogeneity import heterogeneity_cli
+    _use_example(ns, "heterogeneity")
     _check_out(ns)
     return _emit(heterogeneity_cli(ns.paths, alpha=ns.alpha, v_target=ns.v_target, min_power=ns.min_power,
                                    n_resamples=ns.n_resamples, seed=ns.seed), ns)
@@ -631,6 +701,7 @@ def cmd_verifier_audit(ns) -> int:
 
 def cmd_protocol(ns) -> int:
     from reward_auditor.protocol import protocol_cli
+    _use_example(ns, "protocol")
     _check_out(ns)
     return _emit(protocol_cli(ns.samples, ns.rewards, styled_paths=ns.styled, gold=ns.gold, domain=ns.domain,
                               ns=ns.n, tau=ns.tau, n_boot=ns.n_boot, seed=ns.seed), ns)
@@ -638,6 +709,7 @@ def cmd_protocol(ns) -> int:
 
 def cmd_meta(ns) -> int:
     from reward_auditor.meta import meta_cli
+    _use_example(ns, "meta")
     _check_out(ns)
     return _emit(meta_cli(ns.paths, downstream=ns.downstream, metric=ns.metric, value=ns.value, method=ns.method,
                           seed=ns.seed), ns)
