@@ -1435,4 +1435,5 @@ def plot_verifier_audit(result: VerifierAuditResult, figsize: tuple[float, float
         hm.set_yticks(range(len(m)), m.index, fontsize=7)
         fig.colorbar(im, ax=hm, fraction=0.04)
     fig.tight_layout()
+    plt.close(fig)  # returned, not left open: Jupyter shows it once
     return fig
