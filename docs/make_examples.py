@@ -20,7 +20,7 @@ het.mkdir(parents=True, exist_ok=True)
 subsets = ["chat", "chat-hard", "math", "code", "safety"]
 for name, acc in {"rm-a": [0.95, 0.55, 0.70, 0.80, 0.90], "rm-b": [0.78, 0.74, 0.76, 0.77, 0.75]}.items():
     rows = [{"id": f"{s}-{i}", "subset": s, "correct": bool(rng.random() < a)}
-            for s, a in zip(subsets, acc) for i in range(40)]
+            for s, a in zip(subsets, acc) for i in range(250)]
     (het / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 # protocol: on-policy samples with a gold score, and one rewards file per RM (prompt_id, k, reward)
