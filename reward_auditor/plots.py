@@ -270,7 +270,8 @@ def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "su
     m.index = m.columns = [plain_label(n) for n in cc.matrix.index]
     g = sns.clustermap(m, row_linkage=cc.linkage, col_linkage=cc.linkage, cmap="RdBu_r", vmin=-1, vmax=1,
                        annot=True, fmt=".1f", annot_kws={"fontsize": 6}, figsize=(7.0, 6.6), dendrogram_ratio=0.14,
-                       cbar_kws={"label": f"{method} r of {plain_label(value)}"}, cbar_pos=(0.02, 0.83, 0.03, 0.14))
+                       cbar_pos=(0.03, 0.80, 0.025, 0.12))
+    g.ax_cbar.set_title(f"{method} r\nof {plain_label(value)}", fontsize=7, loc="left")
     g.ax_heatmap.set_xlabel("")
     g.ax_heatmap.set_ylabel("")
     g.figure.suptitle(f"perturbation correlation over {cc.n_units} {' × '.join(map(plain_label, rows))} rows",
