@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'plain_label', 'risk_matrix', 'risk_styler', 'radar',
+__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'plain_text', 'risk_matrix', 'risk_styler', 'radar',
            'meta_radar', 'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation']
 
 # %% ../nbs/08_plots.ipynb #7499504a
@@ -39,7 +39,7 @@ def perturbation_order(names: Iterable[str]) -> list[str]:
     return [n for n in PERTURBATION_ORDER if n in names] + [n for n in names if n not in PERTURBATION_ORDER]
 
 # %% ../nbs/08_plots.ipynb #561f62cc
-def plain_label(x) -> str:
+def plain_text(x) -> str:
     "Text shown verbatim by matplotlib: str(x) with every '$' escaped so mathtext never parses data."
     return str(x).replace("$", r"\$")
 
@@ -137,14 +137,14 @@ def radar(table: pd.DataFrame, by: str = "subset", value: str = "effect_size", m
             if s[value].isna().all():
                 continue
             v = np.nan_to_num(np.clip(s[value].to_numpy(float), 0, None), nan=0.0, posinf=top)
-            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], color=c, lw=1.5, label=plain_label(key))
+            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], color=c, lw=1.5, label=plain_text(key))
             ax.fill(np.r_[ang, ang[:1]], np.r_[v, v[:1]], color=c, alpha=0.08)
             sig = s["significant"].fillna(False).to_numpy(bool)
             ax.scatter(ang[sig], v[sig], color=c, s=22, zorder=3)
-        ax.set_xticks(ang, [plain_label(n) for n in names], fontsize=8)
+        ax.set_xticks(ang, [plain_text(n) for n in names], fontsize=8)
         ax.set_ylim(0, top * 1.05)
         ax.tick_params(axis="y", labelsize=6)
-        ax.set_title(plain_label(panel), fontsize=10, pad=16)
+        ax.set_title(plain_text(panel), fontsize=10, pad=16)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     handles, labels = [], []
@@ -155,7 +155,7 @@ def radar(table: pd.DataFrame, by: str = "subset", value: str = "effect_size", m
                 labels.append(l)
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False,
                title=poly_col, title_fontsize=8)
-    fig.suptitle(f"{plain_label(value)} per perturbation, one radar per {panel_col}, polygons per {poly_col} "
+    fig.suptitle(f"{plain_text(value)} per perturbation, one radar per {panel_col}, polygons per {poly_col} "
                  f"(same radial scale 0–{top:.2f} in every panel; filled marker: significant after FDR control)",
                  fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 0.95), h_pad=3.0)
@@ -175,9 +175,9 @@ def meta_radar(table: pd.DataFrame, by: str = "subset", size: float = 3.4):
         for key, g in ms.groupby(by, sort=False):  # one polygon per subset (or benchmark)
             v = g.set_index("perturbation").reindex(names)[col].to_numpy(float)
             v = np.clip(np.nan_to_num(v, nan=0.0), 0, None)
-            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], lw=1.5, label=plain_label(key))
+            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], lw=1.5, label=plain_text(key))
             ax.fill(np.r_[ang, ang[:1]], np.r_[v, v[:1]], alpha=0.06)
-        ax.set_xticks(ang, [plain_label(n) for n in names], fontsize=8)
+        ax.set_xticks(ang, [plain_text(n) for n in names], fontsize=8)
         ax.tick_params(axis="y", labelsize=6)
         ax.set_title(title, fontsize=10, pad=12)
     axes[0].set_ylim(0, 1)
@@ -200,10 +200,10 @@ def delta_distributions(items: pd.DataFrame, model: str | None = None, subset: s
     if owned:
         fig, ax = plt.subplots(figsize=(max(5.0, 0.65 * len(names) + 1.5), 3.4))
     ch = it["changed"].to_numpy(bool) if "changed" in it else np.ones(len(it), bool)
-    d = pd.DataFrame({"perturbation": it["perturbation"].map(plain_label).to_numpy(),
+    d = pd.DataFrame({"perturbation": it["perturbation"].map(plain_text).to_numpy(),
                       value: it[value].to_numpy(float), "item": np.where(ch, "changed", "unchanged")})
     d = d[np.isfinite(d[value])]
-    order = [plain_label(n) for n in names]
+    order = [plain_text(n) for n in names]
     sns.boxplot(data=d, x="perturbation", y=value, order=order, width=0.55, showfliers=False, fill=False,
                 color="black", linewidth=1, ax=ax)
     state = np.random.get_state()  # seaborn jitters with the global generator: seed it, then put it back
@@ -219,7 +219,7 @@ def delta_distributions(items: pd.DataFrame, model: str | None = None, subset: s
     ax.set_ylabel("ΔM = M − M′ (positive: confidence fell)")
     if ax.get_legend() is not None:
         ax.legend(fontsize=7, frameon=False, title=None)
-    ax.set_title(f"{plain_label(model or 'all models')}{'' if subset is None else ' / ' + plain_label(subset)}: "
+    ax.set_title(f"{plain_text(model or 'all models')}{'' if subset is None else ' / ' + plain_text(subset)}: "
                  "per-item change", fontsize=10)
     ax.figure.tight_layout()
     return _finish(ax.figure, owned)
@@ -234,7 +234,7 @@ def accuracy_vs_suitability(table: pd.DataFrame, x: str = "effect_size", y: str 
     if owned:
         fig, ax = plt.subplots(figsize=(5.2, 3.8))
     d = pd.DataFrame({x: table[x].to_numpy(float), y: table[y].to_numpy(float),
-                      "group": table["group"].map(plain_label).to_numpy(),
+                      "group": table["group"].map(plain_text).to_numpy(),
                       "significance": np.where(table["significant"].astype(bool), "significant", "not significant")})
     groups = [g for g in GROUP_ORDER if g in set(d["group"])] + sorted(set(d["group"]) - set(GROUP_ORDER))
     sns.scatterplot(data=d, x=x, y=y, hue="significance", hue_order=["significant", "not significant"],
@@ -244,8 +244,8 @@ def accuracy_vs_suitability(table: pd.DataFrame, x: str = "effect_size", y: str 
     ax.axvline(0, color="grey", lw=0.6)
     ok = np.isfinite(d[x].to_numpy()) & np.isfinite(d[y].to_numpy())
     rho = spearmanr(d[x][ok], d[y][ok]).statistic if ok.sum() > 2 else np.nan
-    ax.set_xlabel(f"{plain_label(x)} (positive: confidence fell)")
-    ax.set_ylabel(f"{plain_label(y)} (after − before)")
+    ax.set_xlabel(f"{plain_text(x)} (positive: confidence fell)")
+    ax.set_ylabel(f"{plain_text(y)} (after − before)")
     ax.set_title(f"accuracy change vs suitability: Spearman ρ = {rho:.2f} (n = {int(ok.sum())})", fontsize=10)
     ax.legend(fontsize=7, frameon=False)
     ax.figure.tight_layout()
@@ -267,14 +267,14 @@ def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "su
     _plt()
     import seaborn as sns
     m = cc.matrix.copy()
-    m.index = m.columns = [plain_label(n) for n in cc.matrix.index]
+    m.index = m.columns = [plain_text(n) for n in cc.matrix.index]
     g = sns.clustermap(m, row_linkage=cc.linkage, col_linkage=cc.linkage, cmap="RdBu_r", vmin=-1, vmax=1,
                        annot=True, fmt=".1f", annot_kws={"fontsize": 6}, figsize=(7.0, 6.6), dendrogram_ratio=0.14,
                        cbar_pos=(0.03, 0.80, 0.025, 0.12))
-    g.ax_cbar.set_title(f"{method} r\nof {plain_label(value)}", fontsize=7, loc="left")
+    g.ax_cbar.set_title(f"{method} r\nof {plain_text(value)}", fontsize=7, loc="left")
     g.ax_heatmap.set_xlabel("")
     g.ax_heatmap.set_ylabel("")
-    g.figure.suptitle(f"perturbation correlation over {cc.n_units} {' × '.join(map(plain_label, rows))} rows",
+    g.figure.suptitle(f"perturbation correlation over {cc.n_units} {' × '.join(map(plain_text, rows))} rows",
                       fontsize=10, y=1.01)
     g.figure.clustergrid = g  # the seaborn grid, for callers that want its axes
     return _finish(g.figure)
@@ -288,11 +288,11 @@ def meta_evaluation(tables: Mapping[str, pd.DataFrame], size: tuple[float, float
     sums = {label: benchmark_meta(t.assign(benchmark=str(label)), by=("benchmark",)).set_index("perturbation")
             for label, t in tables.items()}
     names = perturbation_order([n for s in sums.values() for n in s.index])
-    long = pd.concat([s.reindex(names).rename_axis("perturbation").reset_index().assign(run=plain_label(label))
+    long = pd.concat([s.reindex(names).rename_axis("perturbation").reset_index().assign(run=plain_text(label))
                       for label, s in sums.items()], ignore_index=True)
-    long["perturbation"] = long["perturbation"].map(plain_label)
+    long["perturbation"] = long["perturbation"].map(plain_text)
     fig, axes = plt.subplots(1, 2, figsize=size)
-    order = [plain_label(n) for n in names]
+    order = [plain_text(n) for n in names]
     for ax, col, title in ((axes[0], "share_significant", "share of scorer × subset rows significant"),
                            (axes[1], "sum_effect", "sum of effect sizes")):
         sns.barplot(data=long.fillna({col: 0}), x="perturbation", y=col, hue="run", order=order, ax=ax,
