@@ -289,7 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("perturb", help="write the perturbed conditions of a dataset to a file")
     _common(q)
     q.add_argument("--data", required=True, nargs="+", action="extend", metavar="FILE",
-                   help="preference data: files, a folder of files, an HF dataset folder, or 'sample'")
+                   help="preference data: files, a folder of files, an HF dataset folder, or 'sample'; rows need "
+                        "prompt, chosen, rejected (id, subset optional), e.g. {\"prompt\": \"2+2?\", \"chosen\": "
+                        "\"4\", \"rejected\": \"5\"}")
     q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
     q.add_argument("--perturbations", default="all",
