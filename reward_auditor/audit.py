@@ -503,7 +503,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           margin: float | str = 0.2, preset: str | None = None, family: str = "subset", cache: Any = None,
           out: str | Path | None = None, progress: bool = True, conditions: Any = None,
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
-          two_sided: bool = True) -> AuditResult:
+          two_sided: bool = True, engine: Any = None) -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
     t_start = time.perf_counter()
@@ -533,6 +533,14 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         raise AuditError("no condition to audit (perturbations): every requested perturbation was skipped "
                          f"or none was requested; skipped: {skipped or 'none'}")
     store = _open_cache(cache, out)
+    engine_reports = {}
+    if engine is not None:  # an engine only fills the cache; the scoring below then reads it
+        if store is None:
+            raise AuditError("an engine fills the score cache (engine): pass cache= or out=")
+        for sc in scorer_objs:
+            rep = engine.fill(sc, original, conds, store, progress=progress)
+            engine_reports[sc.name] = {"units": rep.units, "committed": rep.committed, "computed": rep.computed,
+                                       "seconds": rep.seconds}
 
     all_items, score_counts = [], {}
     for sc in tqdm(scorer_objs, desc="score", disable=not progress or len(scorer_objs) < 2, leave=False):
@@ -592,6 +600,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "cache": str(getattr(store, "path", store)) if store is not None else None,
+        "engine": {**engine.describe(), "by_model": engine_reports} if engine is not None else {"name": "in-process"},
         "warnings": warn,
         "versions": package_versions(),
         "wall_seconds": round(time.perf_counter() - t_start, 2),

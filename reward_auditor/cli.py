@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError',
-           'is_input_error', 'error_line', 'build_parser', 'resolve_audit_args', 'make_scorers', 'run_audit',
-           'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
-           'cmd_protocol', 'cmd_meta', 'main']
+__all__ = ['PROG', 'INPUT_ERRORS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS', 'CONTROL_SCORERS',
+           'COMMANDS', 'CLIError', 'is_input_error', 'error_line', 'build_parser', 'resolve_audit_args', 'make_scorers',
+           'make_engine', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity',
+           'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -113,6 +113,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True)
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction")
 RUN_FILE = "run.json"
+EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_batches")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -180,6 +181,17 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="continue the run saved in --out with its saved arguments")
     g.add_argument("--no-report", dest="report", action="store_false", default=S, help="skip the HTML report")
     g.add_argument("--by", choices=["model", "subset"], default=S, help="report grouping (default model)")
+    g = p.add_argument_group("execution (how scores are computed; never changes a number)")
+    g.add_argument("--engine", choices=["local", "ray"], default=S,
+                   help="local (default): score in this process; ray: fill the score cache on a Ray cluster first")
+    g.add_argument("--address", default=S,
+                   help="Ray cluster to join: 'auto' (a running cluster) or ray://host:port (default: start a local one)")
+    g.add_argument("--workers", type=_positive_int("workers"), default=S,
+                   help="Ray scoring actors (default 1)")
+    g.add_argument("--gpus-per-worker", type=float, default=S,
+                   help="GPUs per Ray actor; fractions share a GPU between small models (default 0)")
+    g.add_argument("--unit-batches", type=_positive_int("unit batches"), default=S,
+                   help="model batches per unit of work, the grain of commits and retries (default 4)")
 
 
 def _diagnostic_out(p: argparse.ArgumentParser) -> None:
@@ -305,6 +317,8 @@ def resolve_audit_args(given: dict) -> dict:
             raise CLIError(f"nothing to resume: {f} does not exist; start the run without --resume", "--resume")
         saved = json.loads(f.read_text())
         for k, v in given.items():
+            if k in EXECUTION_OPTIONS:
+                continue  # how the scores are computed may change between runs; what is computed may not
             if k in saved and k != "out" and saved[k] != v:
                 raise CLIError(f"--{k.replace('_', '-')} {v!r} differs from the saved run's {saved[k]!r}; drop it "
                                f"to resume, or use a new --out", str(f))
@@ -342,6 +356,21 @@ def make_scorers(args: dict) -> list:
                 raise
             raise CLIError(" ".join(str(e).split()), "--model") from e
     return out
+
+
+
+# %% ../nbs/10_cli.ipynb #26f88b30
+def make_engine(args: dict):
+    "The engine of --engine (None for the plain in-process path); a missing Ray extra is a one-line CLI error."
+    name = args.get("engine") or "local"
+    if name == "local":
+        return None
+    from reward_auditor.engines import EngineError, make_engine as _make
+    try:
+        return _make(name, address=args.get("address"), workers=args.get("workers") or 1,
+                     gpus_per_worker=args.get("gpus_per_worker") or 0.0, unit_batches=args.get("unit_batches") or 4)
+    except EngineError as e:
+        raise CLIError(str(e), "--engine") from None
 
 # %% ../nbs/10_cli.ipynb #ab1330a3
 def _progress(ns) -> bool:
@@ -405,7 +434,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
-                       two_sided=args.get("two_sided", True))
+                       two_sided=args.get("two_sided", True), engine=make_engine(args))
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render

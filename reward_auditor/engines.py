@@ -255,7 +255,7 @@ class RayEngine(Engine):
     name = "ray"
 
     def __init__(self, address: str | None = None, workers: int = 1, gpus_per_worker: float = 0.0,
-                 cpus_per_worker: float = 1.0, unit_batches: int = 4, max_restarts: int = 3):
+                 cpus_per_worker: float = 1.0, unit_batches: int = 4):
         super().__init__(unit_batches)
         if workers < 1:
             raise EngineError(f"workers must be at least 1, got {workers}")
@@ -263,7 +263,6 @@ class RayEngine(Engine):
             raise EngineError(f"gpus_per_worker must be >= 0, got {gpus_per_worker}")
         self.address, self.workers = address, int(workers)
         self.gpus_per_worker, self.cpus_per_worker = float(gpus_per_worker), float(cpus_per_worker)
-        self.max_restarts = int(max_restarts)
         _require_ray()
 
     def describe(self) -> dict:
@@ -291,8 +290,7 @@ class RayEngine(Engine):
             compute=ray.data.ActorPoolStrategy(size=self.workers),
             fn_constructor_kwargs={"recipe": scorer_recipe(scorer),
                                    "device": None if self.gpus_per_worker > 0 else "cpu"},
-            num_gpus=self.gpus_per_worker, num_cpus=self.cpus_per_worker,
-            max_restarts=self.max_restarts, max_task_retries=self.max_restarts)
+            num_gpus=self.gpus_per_worker, num_cpus=self.cpus_per_worker)  # Ray Data restarts dead actors and retries
         for row in out.iter_rows():
             err = row["error"] or None
             yield int(row["unit"]), [tuple(k) for k in json.loads(row["keys"])], json.loads(row["values"]), err
