@@ -19,8 +19,8 @@ from typing import Any, Sequence
 # %% auto #0
 __all__ = ['PROG', 'INPUT_ERRORS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS', 'CONTROL_SCORERS',
            'COMMANDS', 'CLIError', 'is_input_error', 'error_line', 'build_parser', 'resolve_audit_args', 'make_scorers',
-           'make_engine', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity',
-           'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'main']
+           'make_endpoint_scorer', 'make_engine', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report',
+           'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -113,7 +113,8 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True)
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction")
 RUN_FILE = "run.json"
-EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_batches")
+EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_batches", "endpoint",
+                     "endpoint_concurrency", "endpoint_timeout", "api_key_env")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -157,6 +158,18 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reduction", choices=["sum", "mean"], default=S, help="DPO log-prob reduction (default sum)")
     g.add_argument("--trust-remote-code", action="store_true", default=S,
                    help="allow a model's own code from its folder or hub repo")
+    g.add_argument("--endpoint", default=S, metavar="URL",
+                   help="score with a reward model served by vLLM (/classify) at this URL, e.g. http://host:8000")
+    g.add_argument("--endpoint-model", default=S, metavar="NAME",
+                   help="served model name at --endpoint (default: the only one served)")
+    g.add_argument("--endpoint-tokenizer", default=S, metavar="DIR",
+                   help="tokenizer folder or hub id for --endpoint (default: the served model's name)")
+    g.add_argument("--endpoint-concurrency", type=_positive_int("endpoint concurrency"), default=S,
+                   help="requests in flight at most (default 4)")
+    g.add_argument("--endpoint-timeout", type=float, default=S, help="seconds per request before a retry (default 60)")
+    g.add_argument("--api-key-env", default=S, metavar="VAR",
+                   help="environment variable holding the endpoint's API key (default REWARD_AUDITOR_API_KEY); "
+                        "the key itself is never written anywhere")
     g = p.add_argument_group("statistics")
     g.add_argument("--seed", type=int, default=S, help="seed for perturbations and sign flips (default 0)")
     g.add_argument("--permutations", "-B", type=_positive_int("permutations"), default=S,
@@ -327,7 +340,7 @@ def resolve_audit_args(given: dict) -> dict:
         args["perturbations"] = "none"  # a file's conditions are the audit; built-ins only when asked for
     if not args.get("data") and not args.get("conditions"):
         raise CLIError("no data given: pass --data FILE (or 'sample') or --conditions FILE", "--data")
-    if not args["model"] and not args["scorer"]:
+    if not args["model"] and not args["scorer"] and not args.get("endpoint"):
         raise CLIError("no scorer given: pass --model DIR_OR_HUB_ID and/or --scorer overlap|length|noise|FILE",
                        "--model/--scorer")
     return args
@@ -355,7 +368,28 @@ def make_scorers(args: dict) -> list:
             if not is_input_error(e):
                 raise
             raise CLIError(" ".join(str(e).split()), "--model") from e
+    if args.get("endpoint"):
+        out.append(make_endpoint_scorer(args))
     return out
+
+
+def make_endpoint_scorer(args: dict):
+    "The endpoint scorer of --endpoint and its options (the API key stays in its environment variable)."
+    from reward_auditor.endpoints import API_KEY_ENV, EndpointRewardScorer
+    if args.get("kind") not in (None, "discriminative", "rm", "classifier", "seq-cls"):
+        raise CLIError(f"--endpoint scores reward models served by /classify; --kind {args['kind']} is not "
+                       "available over HTTP yet", "--kind")
+    kw = {k: args[k] for k in ("batch_size", "max_length") if args.get(k) is not None}
+    try:
+        return EndpointRewardScorer(args["endpoint"], model=args.get("endpoint_model"),
+                                    tokenizer=args.get("endpoint_tokenizer"),
+                                    concurrency=args.get("endpoint_concurrency") or 4,
+                                    timeout=args.get("endpoint_timeout") or 60.0,
+                                    api_key_env=args.get("api_key_env") or API_KEY_ENV, **kw)
+    except Exception as e:
+        if not is_input_error(e):
+            raise
+        raise CLIError(" ".join(str(e).split()), "--endpoint") from e
 
 
 

@@ -60,27 +60,33 @@ class FakeVLLM:
                     n = fake.served
                     fake.served += 1
                     status = fake.fail.pop(0) if fake.fail else None
-                try:
-                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                    if fake.die_after is not None and n >= fake.die_after:
-                        threading.Thread(target=fake.close, daemon=True).start()
-                        self.close_connection = True
-                        return
-                    if status == "slow":
-                        time.sleep(fake.slow_first)
-                    elif status is not None:
-                        return self._send(status, {"error": {"message": f"injected {status}", "code": status}})
-                    time.sleep(fake.delay)
-                    if body.get("model") != fake.name:
-                        return self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
-                    if self.path == "/classify":
-                        return self._send(200, fake.classify(body))
-                    if self.path == "/v1/completions":
-                        return self._send(200, fake.completions(body))
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                try:  # the answer is computed while counted as in flight, and sent after (so counts never overlap)
+                    answer = self._answer(n, status)
                 finally:
                     with fake.lock:
                         fake.active -= 1
+                if answer is None:
+                    self.close_connection = True
+                    return
+                self._send(*answer)
+
+            def _answer(self, n, status):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if fake.die_after is not None and n >= fake.die_after:
+                    threading.Thread(target=fake.close, daemon=True).start()
+                    return None
+                if status == "slow":
+                    time.sleep(fake.slow_first)
+                elif status is not None:
+                    return status, {"error": {"message": f"injected {status}", "code": status}}
+                time.sleep(fake.delay)
+                if body.get("model") != fake.name:
+                    return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}
+                if self.path == "/classify":
+                    return 200, fake.classify(body)
+                if self.path == "/v1/completions":
+                    return 200, fake.completions(body)
+                return 404, {"error": {"message": f"no route {self.path}"}}
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
