@@ -200,7 +200,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--address", default=S,
                    help="Ray cluster to join: 'auto' (a running cluster) or ray://host:port (default: start a local one)")
     g.add_argument("--workers", type=_positive_int("workers"), default=S,
-                   help="Ray scoring actors (default 1)")
+                   help="processes that perturb (default: the CPU count) and, with --engine ray, scoring actors "
+                        "(default 1)")
     g.add_argument("--gpus-per-worker", type=float, default=S,
                    help="GPUs per Ray actor; fractions share a GPU between small models (default 0)")
     g.add_argument("--unit-batches", type=_positive_int("unit batches"), default=S,
@@ -468,7 +469,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
-                       two_sided=args.get("two_sided", True), engine=make_engine(args))
+                       two_sided=args.get("two_sided", True), engine=make_engine(args),
+                       perturb_workers=args.get("workers") or os.cpu_count())
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render

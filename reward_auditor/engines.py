@@ -20,7 +20,8 @@ from .cache import ScoreCache
 
 # %% auto #0
 __all__ = ['PAIR_COLS', 'ENGINES', 'EngineError', 'condition_frames', 'Unit', 'plan_units', 'scorer_recipe', 'build_scorer',
-           'score_unit', 'FillReport', 'commit_unit', 'Engine', 'LocalEngine', 'RayEngine', 'make_engine']
+           'score_unit', 'FillReport', 'commit_unit', 'Engine', 'LocalEngine', 'RayEngine', 'make_engine', 'splittable',
+           'PerturbPool']
 
 # %% ../nbs/15_engines.ipynb #8cdca771
 class EngineError(RuntimeError):
@@ -306,3 +307,64 @@ def make_engine(name: str = "local", **kw) -> Engine:
     if name == "local":
         kw = {k: v for k, v in kw.items() if k == "unit_batches"}
     return ENGINES[name](**kw)
+
+# %% ../nbs/15_engines.ipynb #6e4ba0a5
+def splittable(p) -> bool:
+    "True if perturbing parts of the data gives the same texts as perturbing the whole (per-item draws, no batch context)."
+    from reward_auditor import perturbations as pt
+    if p is None or isinstance(p, pt.ModelRewrite) or isinstance(p, getattr(pt, "Translation", ())):
+        return False  # model rewriters load a model; apertium translates a batch as one stream
+    return getattr(p, "splittable", True)
+
+
+def _perturb_part(part: pd.DataFrame, name: str, seed: int, options: dict):
+    from reward_auditor import perturbations as pt
+    c = pt.perturb(part, [name], seed=seed, **options)[name]
+    return c.frame, c.record
+
+
+class PerturbPool:
+    "Perturb a frame in parts across worker processes; conditions byte-identical to `perturbations.perturb`."
+
+    def __init__(self, workers: int | None = None, min_items: int = 64):
+        self.workers = max(1, int(workers or os.cpu_count() or 1))
+        self.min_items = int(min_items)
+        self._pool = None
+
+    def _executor(self):
+        if self._pool is None:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+        return self._pool
+
+    def perturb(self, data: pd.DataFrame, names, seed: int = 0, **options) -> dict:
+        "Like `perturbations.perturb(data, names, seed, **options)`, the items split over the workers."
+        from reward_auditor import perturbations as pt
+        out = {}
+        for name in ([names] if isinstance(names, str) else list(names)):
+            p = pt.registry.get(name)
+            parts = min(self.workers, len(data) // max(1, self.min_items))
+            if parts <= 1 or not splittable(p):
+                out.update(pt.perturb(data, [name], seed=seed, **options))
+                continue
+            bounds = [round(i * len(data) / parts) for i in range(parts + 1)]
+            futs = [self._executor().submit(_perturb_part, data.iloc[a:b], name, seed, dict(options))
+                    for a, b in zip(bounds, bounds[1:])]
+            res = [f.result() for f in futs]
+            frame = pd.concat([r[0] for r in res])
+            frame.index = data.index
+            record = {**res[0][1], "n": len(data), "n_changed": int(frame["changed"].sum())}
+            out[name] = pt.Condition(name, p.side, p.group, frame, record, original=pt._as_frame(data))
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
