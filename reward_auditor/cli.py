@@ -159,7 +159,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trust-remote-code", action="store_true", default=S,
                    help="allow a model's own code from its folder or hub repo")
     g.add_argument("--endpoint", default=S, metavar="URL",
-                   help="score with a reward model served by vLLM (/classify) at this URL, e.g. http://host:8000")
+                   help="score with a model served by vLLM at this URL, e.g. http://host:8000: a reward model via "
+                        "/classify, or with --kind judge a generative judge via /v1/completions")
     g.add_argument("--endpoint-model", default=S, metavar="NAME",
                    help="served model name at --endpoint (default: the only one served)")
     g.add_argument("--endpoint-tokenizer", default=S, metavar="DIR",
@@ -376,13 +377,15 @@ def make_scorers(args: dict) -> list:
 
 def make_endpoint_scorer(args: dict):
     "The endpoint scorer of --endpoint and its options (the API key stays in its environment variable)."
-    from reward_auditor.endpoints import API_KEY_ENV, EndpointRewardScorer
-    if args.get("kind") not in (None, "discriminative", "rm", "classifier", "seq-cls"):
-        raise CLIError(f"--endpoint scores reward models served by /classify; --kind {args['kind']} is not "
-                       "available over HTTP yet", "--kind")
+    from reward_auditor.endpoints import API_KEY_ENV, EndpointJudgeScorer, EndpointRewardScorer
+    kind = args.get("kind")
+    if kind not in (None, "discriminative", "rm", "classifier", "seq-cls", "judge", "generative"):
+        raise CLIError(f"--endpoint scores reward models (/classify) and judges (--kind judge, /v1/completions); "
+                       f"--kind {kind} is not available over HTTP", "--kind")
+    cls = EndpointJudgeScorer if kind in ("judge", "generative") else EndpointRewardScorer
     kw = {k: args[k] for k in ("batch_size", "max_length") if args.get(k) is not None}
     try:
-        return EndpointRewardScorer(args["endpoint"], model=args.get("endpoint_model"),
+        return cls(args["endpoint"], model=args.get("endpoint_model"),
                                     tokenizer=args.get("endpoint_tokenizer"),
                                     concurrency=args.get("endpoint_concurrency") or 4,
                                     timeout=args.get("endpoint_timeout") or 60.0,

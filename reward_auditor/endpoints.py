@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .scorers import (HFScorer, PointwiseScorer, ScorerError, _load_tokenizer, encode_text,
-                                    folder_fingerprint, render_chat, truncate_ids)
+from .scorers import (HFScorer, JudgeScorer, PointwiseScorer, ScorerError, _load_tokenizer,
+                                    encode_text, folder_fingerprint, render_chat, truncate_ids)
 
 # %% auto #0
-__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'EndpointRewardScorer']
+__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'EndpointRewardScorer', 'EndpointJudgeScorer']
 
 # %% ../nbs/06b_endpoints.ipynb #9dc5be39
 class EndpointError(ScorerError):
@@ -216,3 +216,84 @@ class EndpointRewardScorer(PointwiseScorer):
             pool.shutdown(wait=False, cancel_futures=True)
             bar.close()
             self.last_report["retries"] = self.client.stats["retries"]
+
+# %% ../nbs/06b_endpoints.ipynb #63c1cb34
+class _ServedModel:
+    "Stands in for the judge's weights, which live on the server."
+
+    def __init__(self, served: dict):
+        self.served = served
+
+    def forward(self, input_ids=None, attention_mask=None):
+        raise EndpointError("an endpoint judge has no local weights; it scores through the server")
+
+
+def _pick_model(client: EndpointClient, model: str | None) -> dict:
+    served = client.models()
+    ids = [m.get("id") for m in served]
+    if model is None:
+        if len(ids) != 1:
+            raise EndpointError(f"{client.url} serves {len(ids)} models {ids}; choose one with --endpoint-model")
+        model = ids[0]
+    if model not in ids:
+        raise EndpointError(f"{client.url} does not serve {model!r}; it serves {ids}")
+    return next(m for m in served if m.get("id") == model)
+
+
+class EndpointJudgeScorer(JudgeScorer):
+    "A generative pairwise judge served over `/v1/completions`: exact verdict log-probs from echoed prompt tokens."
+    kind = "endpoint-judge"
+
+    def __init__(self, url: str, model: str | None = None, tokenizer: str | None = None, *,
+                 concurrency: int = 4, timeout: float = 60.0, retries: int = 6, backoff: float = 0.5,
+                 api_key_env: str = API_KEY_ENV, revision: str | None = None, name: str | None = None, **kw):
+        self.client = EndpointClient(url, api_key_env, timeout, retries, backoff)
+        self.served = _pick_model(self.client, model)
+        self.url, self.served_model = self.client.url, str(self.served["id"])
+        if int(concurrency) < 1:
+            raise EndpointError(f"concurrency must be at least 1, got {concurrency}")
+        self.concurrency = int(concurrency)
+        self.tokenizer_spec = str(tokenizer or self.served.get("root") or self.served_model)
+        super().__init__(self.tokenizer_spec, name=name or Path(self.served_model.rstrip("/")).name,
+                         device="cpu", dtype="float32", revision=revision, **kw)
+
+    def _load_model(self, auto_cls, spec=None):
+        return _ServedModel(self.served)
+
+    def settings(self) -> dict:
+        s = {k: v for k, v in super().settings().items() if k != "dtype"}
+        return {**s, "readout": "completions/echo-logprobs"}
+
+    def _identity(self) -> dict:
+        tok = Path(self.tokenizer_spec)
+        return {"served_model": self.served_model, "root": self.served.get("root"),
+                "revision": self.revision or self.served.get("revision"),
+                "tokenizer": folder_fingerprint(tok) if tok.is_dir() else self.tokenizer_spec}
+
+    def describe(self) -> dict:
+        return {**super().describe(), "endpoint": self.url}
+
+    def _verdict_logprob(self, ids: list[int], n_prompt: int) -> float:
+        "log p(ids[n_prompt:] | ids[:n_prompt]) from the server's echoed prompt log-probabilities."
+        out = self.client.request("/v1/completions", {"model": self.served_model, "prompt": ids, "max_tokens": 1,
+                                                      "echo": True, "logprobs": 0, "temperature": 0.0})
+        try:
+            lps = out["choices"][0]["logprobs"]["token_logprobs"]
+        except (KeyError, IndexError, TypeError):
+            raise EndpointError(f"{self.url}/v1/completions returned no prompt log-probabilities (echo with logprobs); "
+                                "the exact judge readout needs a server that offers them") from None
+        if len(lps) < len(ids) or any(lps[j] is None for j in range(n_prompt, len(ids))):
+            raise EndpointError(f"{self.url}/v1/completions echoed {len(lps)} log-probabilities for {len(ids)} prompt tokens")
+        return float(sum(float(lps[j]) for j in range(n_prompt, len(ids))))
+
+    def _run(self, seqs, metas, progress, desc=None, batches=None):
+        "One request per verdict spelling (at most `concurrency` in flight); yields all rows at once."
+        jobs = [(k, seqs[k][:n_prompt] + list(v), n_prompt)
+                for k, (n_prompt, variants) in enumerate(metas) for v in variants]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            vals = list(pool.map(lambda j: self._verdict_logprob(j[1], j[2]), jobs))
+        res: list[list[float]] = [[] for _ in seqs]
+        for (k, _, _), v in zip(jobs, vals):
+            res[k].append(v)
+        self.last_report["requests"] = self.last_report.get("requests", 0) + len(jobs)
+        yield list(range(len(seqs))), res

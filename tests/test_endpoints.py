@@ -138,3 +138,22 @@ def test_cli_endpoint_audit_and_resume(rm, tmp_path):
         assert json.loads((out / "manifest.json").read_text())["scores"]["computed"] == 0
     fp = next(iter(m["models"].values()))
     assert fp["kind"] == "endpoint-rm"
+
+
+def test_endpoint_judge_reads_exact_verdict_logprobs(tmp_path):
+    from reward_auditor.endpoints import EndpointJudgeScorer
+    from reward_auditor.scorers import JudgeScorer
+    from tiny_models import tiny_lm
+    lm = str(tiny_lm(tmp_path / "judge", arch="qwen2", seed=3))
+    few = make_pairs(4, seed=1)
+    want = JudgeScorer(lm, dtype="float32", device="cpu").score_pairs(few, progress=False)
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    with FakeVLLM(lm=lm, fail=[503]) as server:
+        ej = EndpointJudgeScorer(server.url, concurrency=2, timeout=5.0, backoff=0.01)
+        got = ej.score_pairs(few, cache=cache, progress=False)
+        assert server.max_active <= 2
+        again = ej.score_pairs(few, cache=cache, progress=False)
+    for col in ("margin", "z_fwd", "z_rev", "tie_mass"):
+        np.testing.assert_allclose(got[col], want[col], rtol=0, atol=1e-4)
+    assert ej.last_counts["computed"] == 0 and again["margin"].equals(got["margin"])
+    assert ej.describe()["kind"] == "endpoint-judge" and "readout" in ej.settings()
