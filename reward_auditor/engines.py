@@ -83,7 +83,7 @@ def plan_units(scorer, frames: Iterable[pd.DataFrame], cache: ScoreCache | None 
 
 # %% ../nbs/15_engines.ipynb #daed59a1
 _HF_ARGS = ("batch_size", "max_batch_tokens", "max_length", "truncation_side", "padding_side",
-            "trust_remote_code", "revision", "full_hash_limit", "system")
+            "trust_remote_code", "revision", "full_hash_limit", "system", "load_in")
 _KIND_ARGS = {"dpo": {"reference": "reference_spec", "beta": "beta", "reduction": "reduction"},
               "judge": {"template": "template", "labels": "labels", "tie_label": "tie_label",
                         "spellings": "spellings", "confidence": "confidence",
@@ -95,8 +95,10 @@ def scorer_recipe(scorer) -> dict:
     from reward_auditor import scorers as ra_scorers
     fp = scorer.fingerprint
     if isinstance(scorer, ra_scorers.HFScorer):
-        kw = {a: getattr(scorer, a) for a in _HF_ARGS}
+        kw = {a: getattr(scorer, a) for a in _HF_ARGS if hasattr(scorer, a)}
         kw.update({a: getattr(scorer, attr) for a, attr in _KIND_ARGS.get(scorer.kind, {}).items()})
+        if getattr(scorer, "family", None) is not None:  # a registry family (its objective included)
+            kw["family"] = scorer.family
         kw.update(name=scorer.name, dtype=str(scorer.dtype).replace("torch.", ""))
         return {"cls": type(scorer), "spec": scorer.spec, "kwargs": kw, "fingerprint": fp}
     return {"object": scorer, "fingerprint": fp}
