@@ -23,8 +23,8 @@ from .scorers import ScorerError
 # %% auto #0
 __all__ = ['TEMPLATES', 'REGISTER_HINT', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'read_config', 'checkpoint_shapes',
            'remote_code_files', 'render_messages', 'conversation', 'describe_output', 'extract', 'Family', 'register',
-           'match_family', 'family_of', 'registry_table', 'head_model_class', 'refuse_remote_code', 'FamilyScorer',
-           'PairPreferenceScorer', 'check_classifier_head', 'load_model']
+           'match_family', 'hub_weight_shapes', 'weight_shapes', 'family_of', 'registry_table', 'head_model_class',
+           'refuse_remote_code', 'FamilyScorer', 'PairPreferenceScorer', 'check_classifier_head', 'load_model']
 
 # %% ../nbs/06a_families.ipynb #ff157b5b
 def _folder(spec: str, revision: str | None = None) -> Path | None:
@@ -343,10 +343,33 @@ def match_family(config: dict, weights: Sequence[str] = ()) -> Family | None:
     return None
 
 
+def hub_weight_shapes(spec: str, revision: str | None = None) -> dict[str, tuple[int, ...]]:
+    "Weight names (and shapes) of a hub model without downloading weights: safetensors headers, else the .bin index."
+    if Path(spec).exists():
+        return {}
+    try:
+        from huggingface_hub import get_safetensors_metadata
+        meta = get_safetensors_metadata(spec, revision=revision)
+        return {k: tuple(t.shape) for fm in meta.files_metadata.values() for k, t in fm.tensors.items()}
+    except Exception:
+        pass
+    try:
+        from huggingface_hub import hf_hub_download
+        idx = hf_hub_download(spec, "pytorch_model.bin.index.json", revision=revision)
+        return {k: () for k in json.loads(Path(idx).read_text())["weight_map"]}
+    except Exception:
+        return {}
+
+
+def weight_shapes(spec: str, revision: str | None = None) -> dict[str, tuple[int, ...]]:
+    "Checkpoint weight names and shapes: from the local folder or cache, else from the hub's headers or index."
+    return checkpoint_shapes(_folder(spec, revision)) or hub_weight_shapes(spec, revision)
+
+
 def family_of(spec: str, revision: str | None = None) -> Family | None:
     "The family of a model folder or hub id, from its config.json and weight names alone."
     cfg = read_config(spec, revision)
-    return match_family(cfg, list(checkpoint_shapes(_folder(spec, revision))))
+    return match_family(cfg, list(weight_shapes(spec, revision)))
 
 
 def registry_table() -> list[dict]:
@@ -430,7 +453,7 @@ class FamilyScorer(S.HFScorer):
         revision = kw.get("revision")
         self.config_dict = read_config(str(spec), revision)
         folder = _folder(str(spec), revision)
-        shapes = checkpoint_shapes(folder)
+        shapes = weight_shapes(str(spec), revision)
         if isinstance(family, str):
             family = next((f for f in FAMILIES if f.name == family), None) or _unknown_family(family)
         family = family or match_family(self.config_dict, list(shapes))
@@ -449,6 +472,7 @@ class FamilyScorer(S.HFScorer):
         if family.pairwise:
             raise ScorerError(f"{spec} is a {family.name} pairwise model; it needs {family.needs}")
         super().__init__(spec, **kw)
+        self.family_cap = family.max_length  # the effective limit is the smaller of this and the scorer's own
         if family.max_length is not None:
             self.max_length = min(self.max_length, int(family.max_length))
         if family.truncation_side is not None:
@@ -467,6 +491,9 @@ class FamilyScorer(S.HFScorer):
         if self.family.auto_class != "head":
             return self._load_model(getattr(transformers, self.family.auto_class))
         from transformers import AutoConfig
+        if any(not shapes.get(k) for k in shapes if k.startswith(self.family.head + ".")):
+            from huggingface_hub import snapshot_download  # .bin on the hub: fetch it (loading would) to read shapes
+            shapes = checkpoint_shapes(snapshot_download(self.spec, revision=self.revision))
         cls = head_model_class(self.family.backbone, self.family.head, _head_layers(shapes, self.family.head))
         config = AutoConfig.for_model(**{k: v for k, v in self.config_dict.items() if k not in ("architectures", "auto_map")}) \
             if "model_type" in self.config_dict else None

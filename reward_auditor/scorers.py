@@ -436,10 +436,11 @@ def check_load_in(load_in: str | None, device: str) -> str | None:
     if not str(device).startswith("cuda"):
         raise ScorerError(f"load_in={name} needs a CUDA device (bitsandbytes quantization); this run uses {device!r}. "
                           "Drop --load-in, or run on a GPU")
-    try:
-        import bitsandbytes  # noqa: F401
-    except ImportError:
-        raise ScorerError(f"load_in={name} needs the bitsandbytes package: pip install 'reward_auditor[quant]'") from None
+    for pkg in ("bitsandbytes", "accelerate"):
+        try:
+            __import__(pkg)
+        except ImportError:
+            raise ScorerError(f"load_in={name} needs the {pkg} package: pip install 'reward_auditor[quant]'") from None
     return name
 
 
