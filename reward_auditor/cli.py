@@ -144,7 +144,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="a reward-model folder or hub id (repeatable)")
     g.add_argument("--scorer", action="append", default=S,
                    help="a control scorer (overlap, length, noise) or a score file (repeatable)")
-    g.add_argument("--kind", default=S, help="scorer family for --model (e.g. classifier, dpo, judge)")
+    g.add_argument("--kind", default=S, help="scorer family for --model (e.g. classifier, dpo, judge, pairwise); most reward models need none "
+                        "(see `reward-auditor models`)")
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
     g.add_argument("--dtype", default=S, help="float32, bfloat16, float16 (default: by device)")
     g.add_argument("--batch-size", type=_positive_int("batch size"), default=S,

@@ -996,7 +996,8 @@ def detect_family(spec: str, kind: str | None = None, trust_remote_code: bool = 
         return "discriminative"
     if causal:
         raise ScorerError(f"{spec} is a causal language model ({archs[0]}): pass kind='dpo' (with reference=…) "
-                          "for a DPO implicit reward or kind='judge' for a generative pairwise judge")
+                          "for a DPO implicit reward, kind='judge' for a generative pairwise judge, or "
+                          "kind='pairwise' for a pair-preference model (answers A and B in one prompt)")
     raise ScorerError(f"cannot tell the family of {spec} from its config (architectures={archs}); pass kind=")
 
 
