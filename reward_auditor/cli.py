@@ -94,6 +94,24 @@ def _mapping(s: str):
     return m
 
 
+def _group_weights(s: str) -> dict:
+    "`controlled=0.8,stylized=0.5` → {'controlled': 0.8, 'stylized': 0.5} (the q of each perturbation group)."
+    out = {}
+    for part in [x.strip() for x in s.split(",") if x.strip()]:
+        name, eq, val = part.partition("=")
+        try:
+            q = float(val)
+        except ValueError:
+            q = float("nan")
+        if not eq or not name.strip() or not 0 < q < float("inf"):
+            raise argparse.ArgumentTypeError(f"group weights must look like controlled=0.8,stylized=0.5 (a positive "
+                                             f"number per perturbation group), got {s!r}")
+        out[name.strip()] = q
+    if not out:
+        raise argparse.ArgumentTypeError(f"group weights must look like controlled=0.8,stylized=0.5, got {s!r}")
+    return out
+
+
 def _margin(s: str):
     if s == "auto":
         return s
@@ -110,7 +128,8 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
-    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True)
+    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True,
+    group_weights=None)
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction")
 RUN_FILE = "run.json"
 
@@ -164,6 +183,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--scale", choices=["prob", "logprob", "nll"], default=S, help="confidence scale (default prob)")
     g.add_argument("--multiplicity", default=S,
                    help="bh (default), by, tsbh, sabha, gbh, weighted, stratified")
+    g.add_argument("--group-weights", type=_group_weights, default=S, metavar="GROUP=Q,...",
+                   help="q per perturbation group for --multiplicity weighted (BH on q*p), e.g. "
+                        "controlled=0.8,stylized=0.5; its FDR is measured and reported unless mean(1/q) <= 1")
     g.add_argument("--margin", type=_margin, default=S, help="effect-size margin for UNSUITABLE (default 0.2; or auto)")
     g.add_argument("--family", choices=["subset", "model"], default=S,
                    help="FDR family: one model x one subset (default) or one model with subsets pooled")
@@ -376,7 +398,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
     out = check_writable(args["out"])
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
-                  preset=args["preset"])  # every statistical setting is checked before anything is loaded
+                  preset=args["preset"], two_sided=args.get("two_sided", True),
+                  group_weights=args.get("group_weights"))  # every statistical setting is checked before anything is loaded
     data = None
     if args.get("data"):
         data = load_preferences(args["data"], format=args.get("format"),
@@ -401,11 +424,13 @@ def run_audit(args: dict, progress: bool = True) -> int:
     with warnings.catch_warnings():  # these come back once, from the manifest, after the run
         warnings.filterwarnings("ignore", message="perturbation .* skipped")
         warnings.filterwarnings("ignore", message="SABHA")
+        warnings.filterwarnings("ignore", message="multiplicity .* has no FDR proof")
+        warnings.filterwarnings("ignore", message="subset .*(cannot reach significance|too few changed items)")
         result = audit(data, scorers, pert, seed=args["seed"], permutations=args["permutations"],
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
-                       two_sided=args.get("two_sided", True))
+                       two_sided=args.get("two_sided", True), group_weights=args.get("group_weights"))
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
