@@ -258,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--v-target", type=float, default=0.10,
                    help="Cramér's V the power is computed for: the smallest dependence worth seeing (default 0.10)")
     h.add_argument("--min-power", type=float, default=0.80,
-                   help="below this power to detect --v-target the grade is I, inconclusive (default 0.80)")
+                   help="a non-significant result with power below this to detect --v-target is graded underpowered (default 0.80)")
     h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999,
                    help="resampled tables for the p-value when expected counts are small (default 9999)")
     h.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
