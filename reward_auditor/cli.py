@@ -288,8 +288,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--domain", default="domain",
                     help="column of the samples file with the domain of each prompt (default domain)")
     pr.add_argument("--n", type=int, nargs="*", default=None, help="best-of-n values")
-    pr.add_argument("--tau", type=float, default=0.1,
-                    help="within-prompt z-variance below which a prompt counts as low-variance (default 0.1)")
+    pr.add_argument("--tau", type=float, default=None,
+                    help="within-prompt z-variance below which a prompt counts as low-variance (default 0.1; "
+                         "0.05 with --conventions blog)")
+    pr.add_argument("--conventions", choices=["package", "blog"], default="package",
+                    help="package (default) or blog: the published rm_report's conventions (RM ties wrong, "
+                         "variance ddof 0, domain = mean of prompts, tau 0.05, accuracy pooled over pairs)")
     pr.add_argument("--n-boot", type=_positive_int("n-boot"), default=2000,
                     help="bootstrap resamples of prompts for the accuracy interval (default 2000)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
@@ -532,7 +536,8 @@ def cmd_protocol(ns) -> int:
     from reward_auditor.protocol import protocol_cli
     _check_out(ns)
     return _emit(protocol_cli(ns.samples, ns.rewards, styled_paths=ns.styled, gold=ns.gold, domain=ns.domain,
-                              ns=ns.n, tau=ns.tau, n_boot=ns.n_boot, seed=ns.seed), ns)
+                              ns=ns.n, tau=ns.tau, n_boot=ns.n_boot, seed=ns.seed,
+                              conventions=ns.conventions), ns)
 
 
 def cmd_meta(ns) -> int:
