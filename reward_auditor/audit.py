@@ -60,6 +60,7 @@ class AuditSettings:
     two_sided: bool = True
     preset: str | None = None
     group_weights: dict | None = None
+    effect_ci: str = "nct"
 
     def __post_init__(self):
         if self.preset is not None:
@@ -82,6 +83,8 @@ class AuditSettings:
         if not (self.margin == "auto" or (isinstance(self.margin, (int, float)) and self.margin >= 0)):
             raise AuditError(f"margin must be a number >= 0 or 'auto', got {self.margin!r} (margin)")
         _check_group_weights(self.multiplicity, self.group_weights)
+        if self.effect_ci not in ra_stats.CI_METHODS:
+            raise AuditError(f"unknown effect_ci {self.effect_ci!r} (effect_ci): choose from {list(ra_stats.CI_METHODS)}")
 
 
 def _check_group_weights(method: str, weights) -> None:
@@ -355,7 +358,8 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
         eff = {}
         if testable[k]:
             e = ra_stats.effect_sizes(ra_stats.confidence(mb[ok, k], settings.scale),
-                                      ra_stats.confidence(ma[ok, k], settings.scale), scale=settings.scale)
+                                      ra_stats.confidence(ma[ok, k], settings.scale), scale=settings.scale,
+                                      ci_method=settings.effect_ci, seed=seed)
             eff = {f: float(getattr(e, f)) for f in EFFECT_FIELDS}
             eff["effect_size"] = eff["d_z0" if settings.effect_ddof == 0 else "d_z"]
         rows.append(dict(
@@ -589,13 +593,15 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           margin: float | str = 0.2, preset: str | None = None, family: str = "subset", cache: Any = None,
           out: str | Path | None = None, progress: bool = True, conditions: Any = None,
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
-          two_sided: bool = True, group_weights: Mapping[str, float] | None = None) -> AuditResult:
+          two_sided: bool = True, group_weights: Mapping[str, float] | None = None,
+          effect_ci: str = "nct") -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
     t_start = time.perf_counter()
     settings = AuditSettings(seed=seed, permutations=permutations, alpha=alpha, scale=scale,
                              multiplicity=multiplicity, margin=margin, family=family, preset=preset,
-                             two_sided=two_sided, group_weights=dict(group_weights) if group_weights else None)
+                             two_sided=two_sided, group_weights=dict(group_weights) if group_weights else None,
+                             effect_ci=effect_ci)
     if out is not None:
         check_writable(out)
     if conditions is not None and not isinstance(conditions, Mapping):

@@ -129,7 +129,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True,
-    group_weights=None)
+    group_weights=None, effect_ci="nct")
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction")
 RUN_FILE = "run.json"
 
@@ -186,6 +186,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--group-weights", type=_group_weights, default=S, metavar="GROUP=Q,...",
                    help="q per perturbation group for --multiplicity weighted (BH on q*p), e.g. "
                         "controlled=0.8,stylized=0.5; its FDR is measured and reported unless mean(1/q) <= 1")
+    g.add_argument("--effect-ci", choices=["nct", "bca"], default=S,
+                   help="d_z interval: nct (noncentral t, assumes normal differences; default) or bca (bootstrap)")
     g.add_argument("--margin", type=_margin, default=S, help="effect-size margin for UNSUITABLE (default 0.2; or auto)")
     g.add_argument("--family", choices=["subset", "model"], default=S,
                    help="FDR family: one model x one subset (default) or one model with subsets pooled")
@@ -403,7 +405,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
                   preset=args["preset"], two_sided=args.get("two_sided", True),
-                  group_weights=args.get("group_weights"))  # every statistical setting is checked before anything is loaded
+                  group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "nct"))  # every statistical setting is checked before anything is loaded
     data = None
     if args.get("data"):
         data = load_preferences(args["data"], format=args.get("format"),
@@ -434,7 +436,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
-                       two_sided=args.get("two_sided", True), group_weights=args.get("group_weights"))
+                       two_sided=args.get("two_sided", True), group_weights=args.get("group_weights"),
+                       effect_ci=args.get("effect_ci", "nct"))
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render

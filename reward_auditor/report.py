@@ -86,7 +86,9 @@ def header_html(result: AuditResult) -> str:
             ("perturbations", ", ".join(plots.perturbation_order(t["perturbation"]))),
             ("test", f"paired sign-flip ({_tails(s)}), statistic {s.get('statistic', 'mean')}, "
                      f"B = {s.get('permutations')}, seed {s.get('seed')}, scale {s.get('scale')}, "
-                     f"effect d_z (ddof {s.get('effect_ddof')})"),
+                     f"effect d_z (ddof {s.get('effect_ddof')}), its interval "
+                     + ("BCa bootstrap" if s.get("effect_ci") == "bca" else
+                        "noncentral t (assumes normally distributed differences)")),
             ("decision", f"{s.get('multiplicity')} over each {s.get('family')} family at alpha = {s.get('alpha')}; "
                          f"UNSUITABLE when significant and effect > margin {s.get('margin_used', s.get('margin'))}"),
             *([("error rate", _error_rate(m))] if m.get("error_control") else []),

@@ -16,11 +16,11 @@ from scipy import special, stats as sps
 from scipy import optimize
 
 # %% auto #0
-__all__ = ['SCALES', 'STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'StatsError', 'confidence', 'judge_confidence',
-           'position_bias', 'paired_differences', 'hedges_j', 'nct_ci', 'EffectSizes', 'effect_sizes', 'permp',
-           'sign_words', 'words_to_bits', 'sign_matrix', 'SignFlipResult', 'SignFlipResults', 'auto_exact',
-           'signflip_tests', 'signflip_test', 'min_pvalue', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult',
-           'paired_t', 'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report']
+__all__ = ['SCALES', 'CI_METHODS', 'STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'StatsError', 'confidence',
+           'judge_confidence', 'position_bias', 'paired_differences', 'hedges_j', 'nct_ci', 'bca_ci', 'EffectSizes',
+           'effect_sizes', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix', 'SignFlipResult', 'SignFlipResults',
+           'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue', 'WilcoxonResult', 'wilcoxon_signed_rank',
+           'TTestResult', 'paired_t', 'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report']
 
 # %% ../nbs/01_stats.ipynb #4a1ba1a5
 class StatsError(ValueError):
@@ -129,6 +129,38 @@ def nct_ci(t: float, n: int, level: float = 0.95) -> tuple[float, float]:
     return root(1 - a) / math.sqrt(n), root(a) / math.sqrt(n)
 
 # %% ../nbs/01_stats.ipynb #233d8685
+CI_METHODS = ("nct", "bca")
+
+
+def _dz_rows(X: np.ndarray) -> np.ndarray:
+    "d_z (ddof 1) of each row; a constant row gives ±inf (or 0 when it is all zeros)."
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = X.mean(axis=-1) / X.std(axis=-1, ddof=1)
+    return np.where(np.isnan(v), 0.0, v)
+
+
+def bca_ci(d, level: float = 0.95, n_boot: int = 2000, seed=0) -> tuple[float, float]:
+    "BCa bootstrap confidence interval for d_z of the differences `d` (resampling items; seeded)."
+    d = np.asarray(d, np.float64)
+    d = d[np.isfinite(d)]
+    n = d.size
+    if n < 3 or n_boot < 2:
+        return float("nan"), float("nan")
+    theta = float(_dz_rows(d))
+    tb = _dz_rows(d[np.random.default_rng(seed).integers(0, n, (n_boot, n))])
+    z0 = special.ndtri((np.sum(tb < theta) + np.sum(tb <= theta)) / (2.0 * n_boot))
+    loo = _dz_rows(np.stack([np.delete(d, i) for i in range(n)]))          # jackknife for the acceleration
+    dev = loo.mean() - loo
+    den = 6.0 * float(dev @ dev) ** 1.5
+    acc = float((dev ** 3).sum() / den) if den > 0 and np.all(np.isfinite(dev)) else 0.0
+    a = (1 - level) / 2
+    qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
+    if not np.all(np.isfinite(qs)):
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
+    return float(lo), float(hi)
+
+# %% ../nbs/01_stats.ipynb #bb1178a3
 @dataclass
 class EffectSizes:
     "Standardized paired effect sizes (positive = degradation) with the summary numbers they came from."
@@ -147,10 +179,14 @@ class EffectSizes:
     ci_low: float
     ci_high: float
     ci_level: float | None = 0.95
+    ci_method: str = "nct"
 
 
-def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None = 0.95) -> EffectSizes:
-    "Paired effect sizes of `M` vs `M'` (or of differences `m` alone when `m_pert` is None); `ci_level=None` skips the CI."
+def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None = 0.95, ci_method: str = "nct",
+                 n_boot: int = 2000, seed=0) -> EffectSizes:
+    "Paired effect sizes of `M` vs `M'` (or differences `m`); CI for d_z by 'nct' (normal d) or 'bca' bootstrap."
+    if ci_method not in CI_METHODS:
+        raise StatsError(f"unknown ci_method {ci_method!r}: choose one of {list(CI_METHODS)}")
     if m_pert is None:
         d = np.asarray(m, np.float64)
         n_dropped = int((~np.isfinite(d)).sum())
@@ -183,9 +219,13 @@ def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None 
             r = float(np.corrcoef(mm, mp)[0, 1])
             d_av = mean / math.sqrt((s1 ** 2 + s2 ** 2) / 2)
             d_rm = dz * math.sqrt(2 * (1 - r)) if np.isfinite(dz) else float("nan")
-    lo, hi = nct_ci(t, n, ci_level) if n0 and ci_level else (float("nan"), float("nan"))
+    lo, hi = float("nan"), float("nan")
+    if n0 and ci_level:
+        lo, hi = nct_ci(t, n, ci_level) if ci_method == "nct" or not np.isfinite(t) else \
+            bca_ci(d, ci_level, n_boot, seed)
     return EffectSizes(d_z=dz, d_z0=dz0, g_z=gz, d_av=d_av, d_rm=d_rm, r=r, t=t, mean=mean, sd=sd, n=n,
-                       n_nonzero=n0, n_dropped=n_dropped, ci_low=lo, ci_high=hi, ci_level=ci_level)
+                       n_nonzero=n0, n_dropped=n_dropped, ci_low=lo, ci_high=hi, ci_level=ci_level,
+                       ci_method=ci_method)
 
 # %% ../nbs/01_stats.ipynb #f447f734
 _GL128 = []

@@ -250,3 +250,16 @@ def test_end_to_end_null_is_calibrated():
     families_with_a_rejection = t.groupby(["seed", "subset"])["significant"].any()
     assert len(families_with_a_rejection) == 100
     assert families_with_a_rejection.sum() <= 12, families_with_a_rejection.sum()  # BH: P(any) <= alpha under H0
+
+
+def test_effect_ci_bca_option():
+    """effect_ci='bca' puts the seeded BCa interval of d_z in ci_low/ci_high, equal to stats.bca_ci on the same d."""
+    r = audit("sample", ["overlap"], ["LC"], permutations=500, progress=False, effect_ci="bca")
+    row = r.table[r.table["subset"] == "chat"].iloc[0]
+    f = r.items[(r.items["subset"] == "chat") & (r.items["perturbation"] == "LC")].sort_values("id")
+    d = differences(f["margin_before"].to_numpy(), f["margin_after"].to_numpy(), "prob")
+    lo, hi = stats.bca_ci(d, 0.95, 2000, family_seed(0, "chat"))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
+    assert r.manifest["settings"]["effect_ci"] == "bca"
+    with pytest.raises(ValueError, match="effect_ci"):
+        audit("sample", ["overlap"], ["LC"], permutations=100, progress=False, effect_ci="wald")
