@@ -57,7 +57,7 @@ class AuditSettings:
     stars: str = "adjusted"
     statistic: str = "mean"
     p_method: str = "permp"
-    two_sided: bool = True
+    two_sided: bool | None = None  # None: both tails, except preset 'paper-code' (the paper's one-sided test)
     preset: str | None = None
     group_weights: dict | None = None
     effect_ci: str = "nct"
@@ -83,6 +83,8 @@ class AuditSettings:
         if not (self.margin == "auto" or (isinstance(self.margin, (int, float)) and self.margin >= 0)):
             raise AuditError(f"margin must be a number >= 0 or 'auto', got {self.margin!r} (margin)")
         _check_group_weights(self.multiplicity, self.group_weights)
+        if self.two_sided is None:
+            self.two_sided = self.preset != "paper-code"
         if self.effect_ci not in ra_stats.CI_METHODS:
             raise AuditError(f"unknown effect_ci {self.effect_ci!r} (effect_ci): choose from {list(ra_stats.CI_METHODS)}")
 
@@ -593,7 +595,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           margin: float | str = 0.2, preset: str | None = None, family: str = "subset", cache: Any = None,
           out: str | Path | None = None, progress: bool = True, conditions: Any = None,
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
-          two_sided: bool = True, group_weights: Mapping[str, float] | None = None,
+          two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
           effect_ci: str = "nct") -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm

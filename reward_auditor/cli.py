@@ -128,7 +128,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
-    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True,
+    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None,
     group_weights=None, effect_ci="nct")
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction")
 RUN_FILE = "run.json"
@@ -192,11 +192,12 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--family", choices=["subset", "model"], default=S,
                    help="FDR family: one model x one subset (default) or one model with subsets pooled")
     g.add_argument("--two-sided", dest="two_sided", action="store_true", default=S,
-                   help="also test the lower tail and report IMPROVES (the default)")
+                   help="also test the lower tail and report IMPROVES, each tail at alpha/2 (the default)")
     g.add_argument("--one-sided", dest="two_sided", action="store_false", default=S,
-                   help="test degradation only, as in the paper")
+                   help="test degradation only, at alpha: the paper's test")
     g.add_argument("--preset", choices=["paper-code"], default=S,
-                   help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars (to compare with published tables)")
+                   help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars, one-sided unless --two-sided "
+                        "(to compare with published tables)")
     g = p.add_argument_group("output")
     g.add_argument("--out", required=False, default=S, help="output folder (results, cache, report)")
     g.add_argument("--cache", default=S, help="score cache file (default <out>/scores.sqlite)")
@@ -404,7 +405,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
     out = check_writable(args["out"])
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
-                  preset=args["preset"], two_sided=args.get("two_sided", True),
+                  preset=args["preset"], two_sided=args.get("two_sided"),
                   group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "nct"))  # every statistical setting is checked before anything is loaded
     data = None
     if args.get("data"):
@@ -436,7 +437,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
-                       two_sided=args.get("two_sided", True), group_weights=args.get("group_weights"),
+                       two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
                        effect_ci=args.get("effect_ci", "nct"))
     rendered = None
     if args.get("report", True):

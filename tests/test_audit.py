@@ -127,6 +127,11 @@ def test_paper_code_preset():
     it = r.items
     assert ((it["delta"] > 0) == (it["margin_after"] < it["margin_before"])).all()
     assert set(t["stars"]) <= {"ns", "*", "**", "***", "****"}
+    # the published test is one-sided at alpha: plain BH over the family, no improvement tail
+    assert r.manifest["settings"]["two_sided"] is False and "p_less" not in t.columns
+    assert r.manifest["error_control"]["alpha_per_tail"] == 0.05
+    for _, g in t.groupby("subset"):
+        np.testing.assert_allclose(g["p_adjusted"], sst.false_discovery_control(g["p"].to_numpy()), rtol=1e-12)
 
 
 def test_family_model_pools_subsets():
