@@ -236,8 +236,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "(repeatable)")
     g.add_argument("--kind", default=S,
                    help="model family for --model: discriminative (a sequence-classification reward model; detected "
-                        "from the config), dpo (a policy's implicit reward, with --reference) or judge (a generative "
-                        "pairwise judge)")
+                        "from the config), dpo (a policy's implicit reward, with --reference), judge (a generative "
+                        "pairwise judge) or pairwise (a causal LM trained to pick A or B; `reward-auditor models` lists "
+                        "the recognised families)")
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
     g.add_argument("--dtype", default=S, help="float32, bfloat16, float16 (default: by device)")
     g.add_argument("--batch-size", type=_positive_int("batch size"), default=S,
@@ -313,7 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("perturb", help="write the perturbed conditions of a dataset to a file")
     _common(q)
     q.add_argument("--data", required=True, nargs="+", action="extend", metavar="FILE",
-                   help="preference data: files, a folder of files, an HF dataset folder, or 'sample'")
+                   help="preference data: files, a folder of files, an HF dataset folder, or 'sample'; rows need "
+                        "prompt, chosen, rejected (id, subset optional), e.g. {\"prompt\": \"2+2?\", \"chosen\": "
+                        "\"4\", \"rejected\": \"5\"}")
     q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
     q.add_argument("--perturbations", default="all",
@@ -582,7 +585,7 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
                 f"{n} ({', '.join(up.loc[up['perturbation'] == n, 'subset'])})" for n in dict.fromkeys(up["perturbation"])))
     for w in result.manifest.get("warnings", []):
         print(f"{PROG}: warning: {w}", file=sys.stderr)
-    print(f"results: {out / 'results.parquet'}")
+    print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv)")
     if rendered is not None:
         print(f"report: {rendered.html}")
 
