@@ -84,6 +84,22 @@ def test_audit_weighted_with_group_weights(tmp_path):
     assert 0 < ec["measured"][0]["max_fdr"] < 1
 
 
+def test_undetectable_subsets_warned_in_summary_and_report(tmp_path):
+    """A perturbation that changes one or two items per subset cannot be flagged: the CLI summary and the report's
+    header say so, and the header states the error rate the run controls."""
+    run = tmp_path / "few"
+    r = cli("audit", "--data", "sample", "--scorer", "overlap", "--perturbations", "IW,LC", "-B", "500",
+            "--out", run, "-q")
+    assert r.returncode == 0, r.stderr
+    assert "cannot reach significance, too few changed items" in r.stderr and "IW (N0 = " in r.stderr
+    t = pd.read_parquet(run / "results.parquet")
+    iw = t[t["perturbation"] == "IW"]
+    assert (~iw["detectable"]).all() and (iw["p_min"] >= 2.0 ** -iw["n_nonzero"].clip(upper=30) - 1e-15).all()
+    page = _page(run)
+    assert "error rate" in page and "FDR over both tails &lt;= 0.05" in page
+    assert "cannot reach significance" in page
+
+
 def test_perturb_command(tmp_path):
     out = tmp_path / "conds.jsonl"
     r = cli("perturb", "--data", "sample", "--perturbations", "EF,LE", "--out", out, "-q")
