@@ -71,8 +71,6 @@ class AuditSettings:
                 raise AuditError(f"unknown preset {self.preset!r} (preset): choose from {sorted(ra_stats.PRESETS)}")
             for k in PRESET_KEYS:
                 setattr(self, k, ra_stats.PRESETS[self.preset][k])
-            if self.preset in ONE_SIDED_PRESETS:  # the official code tests degradation only: no IMPROVES verdicts
-                self.two_sided = False
         if isinstance(self.permutations, bool) or not isinstance(self.permutations, (int, np.integer)) \
                 or self.permutations < 1:
             raise AuditError(f"permutations must be a whole number >= 1, got {self.permutations!r} (permutations)")
