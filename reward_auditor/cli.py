@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError',
-           'is_input_error', 'error_line', 'build_parser', 'resolve_audit_args', 'make_scorers', 'run_audit',
-           'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
+__all__ = ['PROG', 'INPUT_ERRORS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'NEVER_FROM_RUN_FILE', 'CONTROL_SCORERS',
+           'COMMANDS', 'CLIError', 'is_input_error', 'error_line', 'build_parser', 'resolve_audit_args', 'make_scorers',
+           'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
            'cmd_protocol', 'cmd_meta', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
@@ -32,7 +32,7 @@ class CLIError(ValueError):
         super().__init__(f"{what} ({where})" if where else what)
 
 
-INPUT_ERRORS = frozenset({"AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
+INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError"})
 
@@ -110,9 +110,22 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
-    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True)
+    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True, overwrite=False)
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction")
 RUN_FILE = "run.json"
+NEVER_FROM_RUN_FILE = ("trust_remote_code", "model", "reference", "cache")  # --resume needs these given again
+
+
+def _absolute_paths(args: dict) -> dict:
+    "`args` with every option naming an existing local file or folder made absolute (hub ids stay as they are)."
+    def fix(v):
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        if isinstance(v, str) and v not in ("sample", "overlap", "length", "noise") and Path(v).exists():
+            return str(Path(v).resolve())
+        return v
+    return {k: fix(v) if k in ("data", "conditions", "model", "scorer", "reference", "cache") else v
+            for k, v in args.items()}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -177,7 +190,10 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", required=False, default=S, help="output folder (results, cache, report)")
     g.add_argument("--cache", default=S, help="score cache file (default <out>/scores.sqlite)")
     g.add_argument("--resume", action="store_true", default=False,
-                   help="continue the run saved in --out with its saved arguments")
+                   help="continue the run saved in --out with its saved arguments (--model, --reference, --cache "
+                        "and --trust-remote-code must be given again)")
+    g.add_argument("--overwrite", action="store_true", default=S,
+                   help="replace a run of other data already in --out (otherwise such a folder is refused)")
     g.add_argument("--no-report", dest="report", action="store_false", default=S, help="skip the HTML report")
     g.add_argument("--by", choices=["model", "subset"], default=S, help="report grouping (default model)")
 
@@ -303,7 +319,21 @@ def resolve_audit_args(given: dict) -> dict:
         f = out / RUN_FILE
         if not f.exists():
             raise CLIError(f"nothing to resume: {f} does not exist; start the run without --resume", "--resume")
-        saved = json.loads(f.read_text())
+        try:
+            saved = json.loads(f.read_text(encoding="utf-8"))
+            assert isinstance(saved, dict)
+        except (ValueError, UnicodeError, AssertionError, RecursionError):
+            raise CLIError(f"{f} cannot be read (truncated or not a run file); start the run again without "
+                           "--resume: scores already in the cache are reused", "--resume") from None
+        again = [k for k in NEVER_FROM_RUN_FILE if saved.get(k) and k not in given]
+        if again:
+            flags = " ".join(f"--{k.replace('_', '-')}" + ("" if k == "trust_remote_code" else
+                             " " + " ".join(map(str, saved[k] if isinstance(saved[k], list) else [saved[k]])))
+                             for k in again)
+            raise CLIError(f"resuming needs {flags} again: model code, models and caches are never taken from a "
+                           f"saved run folder", "--resume")
+        saved = {k: v for k, v in saved.items() if k not in (*NEVER_FROM_RUN_FILE, "overwrite")}
+        given = _absolute_paths(given)
         for k, v in given.items():
             if k in saved and k != "out" and saved[k] != v:
                 raise CLIError(f"--{k.replace('_', '-')} {v!r} differs from the saved run's {saved[k]!r}; drop it "
@@ -396,7 +426,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
         except ValueError as e:
             raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
     scorers = make_scorers(args)
-    (out / RUN_FILE).write_text(json.dumps(args, indent=2) + "\n")
+    from reward_auditor.safety import atomic_write
+    atomic_write(out / RUN_FILE, json.dumps(_absolute_paths(args), indent=2) + "\n")
     import warnings
     with warnings.catch_warnings():  # these come back once, from the manifest, after the run
         warnings.filterwarnings("ignore", message="perturbation .* skipped")
@@ -405,7 +436,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
-                       two_sided=args.get("two_sided", True))
+                       two_sided=args.get("two_sided", True), overwrite=bool(args.get("overwrite")))
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
@@ -414,14 +445,23 @@ def run_audit(args: dict, progress: bool = True) -> int:
     return 0
 
 
+def _locked_run(args: dict, progress: bool) -> int:
+    "`run_audit` holding the lock on --out from the saved arguments to the report: one run per folder."
+    from reward_auditor.audit import check_writable
+    from reward_auditor.safety import RunLock
+    check_writable(args["out"])
+    with RunLock(args["out"]):
+        return run_audit(args, progress=progress)
+
+
 def cmd_audit(ns) -> int:
-    return run_audit(resolve_audit_args(vars(ns)), progress=_progress(ns))
+    return _locked_run(resolve_audit_args(vars(ns)), progress=_progress(ns))
 
 
 def cmd_demo(ns) -> int:
     args = {**AUDIT_DEFAULTS, "data": "sample", "scorer": list(CONTROL_SCORERS), "out": ns.out, "seed": ns.seed,
             "permutations": ns.permutations, "report": ns.report}
-    return run_audit(args, progress=_progress(ns))
+    return _locked_run(args, progress=_progress(ns))
 
 
 def cmd_perturb(ns) -> int:

@@ -93,6 +93,26 @@ def _tex_to_python(s: str) -> str:
     return "".join(out)
 
 
+_PY_TOKEN = re.compile(r"[ \t]+|[0-9]+(?:\.[0-9]*)?|\.[0-9]+|[A-Za-z]+|\*\*|[-+*/()]")
+_SAFE_NAMES = frozenset({"E", "pi", "oo", "sqrt"})
+
+
+def _check_python(py: str, tex: str) -> None:
+    "Refuse anything but numbers, variable letters, E/pi/oo/sqrt and + - * / ** ( ) (no calls, strings, dots, _)."
+    import builtins
+    import keyword
+    pos = 0
+    while pos < len(py):
+        m = _PY_TOKEN.match(py, pos)
+        if m is None:
+            raise ValueError(f"unsupported character {py[pos]!r} in {tex!r}")
+        tok = m.group()
+        if tok.isalpha() and len(tok) > 1 and tok not in _SAFE_NAMES and (
+                hasattr(sympy, tok) or hasattr(builtins, tok) or keyword.iskeyword(tok)):
+            raise ValueError(f"unsupported name {tok!r} in {tex!r}")
+        pos = m.end()
+
+
 def read_expr(tex: str) -> sympy.Expr:
     "Read one LaTeX number or expression exactly (decimals become rationals)."
     from sympy.parsing.sympy_parser import (parse_expr, standard_transformations, rationalize,
@@ -102,6 +122,7 @@ def read_expr(tex: str) -> sympy.Expr:
     s = _SPACING.sub(" ", s)
     s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
     py = _tex_to_python(s)
+    _check_python(py, tex)  # parse_expr evaluates its input: only numbers, letters and arithmetic may reach it
     transformations = standard_transformations + (implicit_multiplication_application, rationalize)
     return parse_expr(py, local_dict={"E": sympy.E, "pi": sympy.pi, "oo": sympy.oo, "sqrt": sympy.sqrt},
                       transformations=transformations)
