@@ -631,7 +631,9 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if conditions is not None and not isinstance(conditions, Mapping):
         paths = [conditions] if isinstance(conditions, (str, Path)) else list(conditions)
         source = ", ".join(map(str, paths))
-        original, conds = file_conditions(paths, mapping)
+        from reward_auditor.safety import reading
+        with reading(source, "conditions file"):  # a malformed file: one line naming it
+            original, conds = file_conditions(paths, mapping)
     else:
         source = data if isinstance(data, (str, Path)) else getattr(data, "attrs", {}).get(
             "source", f"<{type(data).__name__}>")

@@ -37,9 +37,15 @@ INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError"})
 
 
+import errno as _errno
+_USER_ERRNOS = frozenset({_errno.ENOSPC, _errno.EROFS, _errno.EACCES, _errno.EPERM, getattr(_errno, "EDQUOT", -1)})
+
+
 def is_input_error(e: BaseException) -> bool:
     "True for the named 'bad input' exceptions of the package's modules and for missing or unreadable files."
     if isinstance(e, (CLIError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return True
+    if isinstance(e, OSError) and e.errno in _USER_ERRNOS:  # a full disk, a read-only folder: not a bug
         return True
     return any(c.__name__ in INPUT_ERRORS and c.__module__.startswith("reward_auditor")
                for c in type(e).__mro__)
@@ -48,7 +54,8 @@ def is_input_error(e: BaseException) -> bool:
 def error_line(e: BaseException) -> str:
     "The one line printed for an error: program, 'error', the message with newlines folded."
     msg = " ".join(str(e).split()) or type(e).__name__
-    if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)) and e.filename:
+    if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
+            e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
     return f"{PROG}: error: {msg}"
 
@@ -398,6 +405,28 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
         print(f"report: {rendered.html}")
 
 
+def _check_device(device: str | None) -> None:
+    "A --device this machine has (cpu, cuda, cuda:N, mps), or a CLIError saying what is available."
+    import re
+    if device is None:
+        return
+    if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", str(device)):
+        raise CLIError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps", "--device")
+    if device == "cpu":
+        return
+    import torch
+    if device == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise CLIError("device 'mps' is not available on this machine: use --device cpu", "--device")
+        return
+    if not torch.cuda.is_available():
+        raise CLIError(f"device {device!r}: CUDA is not available on this machine: use --device cpu", "--device")
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= torch.cuda.device_count():
+        raise CLIError(f"device {device!r} is not available: this machine has {torch.cuda.device_count()} CUDA "
+                       f"device(s)", "--device")
+
+
 def run_audit(args: dict, progress: bool = True) -> int:
     "The `audit` subcommand on resolved arguments."
     from reward_auditor.audit import AuditSettings, audit, check_writable, perturbation_names
@@ -409,8 +438,11 @@ def run_audit(args: dict, progress: bool = True) -> int:
                   preset=args["preset"])  # every statistical setting is checked before anything is loaded
     data = None
     if args.get("data"):
-        data = load_preferences(args["data"], format=args.get("format"),
-                                errors="drop" if args.get("drop_invalid") else "raise")
+        from reward_auditor.safety import check_utf8, reading
+        with reading(args["data"], "data file"):  # binary, UTF-16, corrupt, nested too deep: one line naming it
+            data = load_preferences(args["data"], format=args.get("format"),
+                                    errors="drop" if args.get("drop_invalid") else "raise")
+        check_utf8(data, args["data"])
         data.attrs["source"] = str(args["data"])
     conditions = args.get("conditions") or None
     if isinstance(conditions, str):
@@ -425,6 +457,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
             perturbation_names(pert)
         except ValueError as e:
             raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
+    _check_device(args.get("device"))
     scorers = make_scorers(args)
     from reward_auditor.safety import atomic_write
     atomic_write(out / RUN_FILE, json.dumps(_absolute_paths(args), indent=2) + "\n")
@@ -511,13 +544,18 @@ def _check_out(ns) -> None:
 
 def _emit(result, ns) -> int:
     "Print a diagnostic's result; with --out DIR save it there and render report.html (unless --no-report)."
-    print(repr(result))
+    from reward_auditor.safety import plain_line
+    print(plain_line(repr(result)))  # names from the data cannot send escape sequences to the terminal
     if not ns.out:
         return 0
     p = Path(ns.out)
     if p.suffix in (".csv", ".parquet"):  # a table file only
         table = result.to_frame()
-        table.to_parquet(p, index=False) if p.suffix == ".parquet" else table.to_csv(p, index=False)
+        from reward_auditor.safety import atomic_write, write_csv
+        if p.suffix == ".parquet":
+            atomic_write(p, lambda f: table.to_parquet(f, index=False))
+        else:
+            write_csv(table, p)  # text cells cannot start a spreadsheet formula
         print(f"wrote {p}")
         return 0
     from reward_auditor.report import render_diagnostic, save_diagnostic

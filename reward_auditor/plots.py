@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_radar',
-           'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation']
+__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'plain_text', 'risk_matrix', 'risk_styler', 'radar',
+           'meta_radar', 'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation']
 
 # %% ../nbs/08_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -37,6 +37,11 @@ def perturbation_order(names: Iterable[str]) -> list[str]:
     "The ten in the paper's order (controlled, then stylized), any others after them in first-seen order."
     names = list(dict.fromkeys(names))
     return [n for n in PERTURBATION_ORDER if n in names] + [n for n in names if n not in PERTURBATION_ORDER]
+
+# %% ../nbs/08_plots.ipynb #2df83703
+def plain_text(x) -> str:
+    "A data-derived label that matplotlib draws literally: every `$` escaped, so no mathtext is parsed."
+    return str(x).replace("$", r"\$")
 
 # %% ../nbs/08_plots.ipynb #36a22f56
 def risk_matrix(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: str = "effect_size") -> pd.DataFrame:
@@ -118,14 +123,14 @@ def radar(table: pd.DataFrame, by: str = "subset", value: str = "effect_size", m
             v = np.clip(s[value].to_numpy(float), 0, None)
             v = np.nan_to_num(v, nan=0.0, posinf=top)
             c = colors[i % len(colors)]
-            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], color=c, lw=1.5, label=str(m))
+            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], color=c, lw=1.5, label=plain_text(m))
             ax.fill(np.r_[ang, ang[:1]], np.r_[v, v[:1]], color=c, alpha=0.08)
             sig = s["significant"].fillna(False).to_numpy(bool)
             ax.scatter(ang[sig], v[sig], color=c, s=22, zorder=3)
-        ax.set_xticks(ang, names, fontsize=8)
+        ax.set_xticks(ang, [plain_text(n) for n in names], fontsize=8)
         ax.set_ylim(0, top * 1.05)
         ax.tick_params(axis="y", labelsize=6)
-        ax.set_title(str(panel), fontsize=10, pad=16)
+        ax.set_title(plain_text(panel), fontsize=10, pad=16)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
@@ -148,9 +153,9 @@ def meta_radar(table: pd.DataFrame, by: str = "subset", size: float = 3.4):
         for key, g in ms.groupby(by, sort=False):  # one polygon per subset (or benchmark)
             v = g.set_index("perturbation").reindex(names)[col].to_numpy(float)
             v = np.clip(np.nan_to_num(v, nan=0.0), 0, None)
-            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], lw=1.5, label=str(key))
+            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], lw=1.5, label=plain_text(key))
             ax.fill(np.r_[ang, ang[:1]], np.r_[v, v[:1]], alpha=0.06)
-        ax.set_xticks(ang, names, fontsize=8)
+        ax.set_xticks(ang, [plain_text(n) for n in names], fontsize=8)
         ax.tick_params(axis="y", labelsize=6)
         ax.set_title(title, fontsize=10, pad=12)
     axes[0].set_ylim(0, 1)
@@ -181,9 +186,9 @@ def delta_distributions(items: pd.DataFrame, model: str | None = None, subset: s
         ax.scatter(x[ch], g[value].to_numpy(float)[ch], s=7, alpha=0.6, color="#d62728", zorder=3)
         ax.scatter(x[~ch], g[value].to_numpy(float)[~ch], s=5, alpha=0.4, color="#999999", zorder=2)
     ax.axhline(0, color="grey", lw=0.8, ls="--")
-    ax.set_xticks(range(len(names)), names)
+    ax.set_xticks(range(len(names)), [plain_text(n) for n in names])
     ax.set_ylabel("ΔM = M − M′ (positive: confidence fell)")
-    ax.set_title(f"{model or 'all models'}{'' if subset is None else ' / ' + str(subset)}: per-item change",
+    ax.set_title(plain_text(f"{model or 'all models'}{'' if subset is None else ' / ' + str(subset)}: per-item change"),
                  fontsize=10)
     ax.figure.tight_layout()
     return ax.figure
@@ -235,8 +240,8 @@ def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "su
     order = [cc.matrix.index[i] for i in dn["leaves"]][::-1]  # top row of the heatmap = top leaf
     c = cc.matrix.loc[order, order]
     im = axh.imshow(c.to_numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
-    axh.set_xticks(range(len(order)), order, rotation=90)
-    axh.set_yticks(range(len(order)), order)
+    axh.set_xticks(range(len(order)), [plain_text(o) for o in order], rotation=90)
+    axh.set_yticks(range(len(order)), [plain_text(o) for o in order])
     for i in range(len(order)):
         for j in range(len(order)):
             axh.text(j, i, f"{c.iat[i, j]:.1f}", ha="center", va="center", fontsize=6,
@@ -260,11 +265,11 @@ def meta_evaluation(tables: Mapping[str, pd.DataFrame], size: tuple[float, float
     x = np.arange(len(names))
     for k, (label, s) in enumerate(sums.items()):
         s = s.reindex(names)
-        axes[0].bar(x + k * w - 0.4 + w / 2, s["share_significant"].fillna(0), w, label=str(label))
-        axes[1].bar(x + k * w - 0.4 + w / 2, s["sum_effect"].fillna(0), w, label=str(label))
+        axes[0].bar(x + k * w - 0.4 + w / 2, s["share_significant"].fillna(0), w, label=plain_text(label))
+        axes[1].bar(x + k * w - 0.4 + w / 2, s["sum_effect"].fillna(0), w, label=plain_text(label))
     long = max(map(len, names), default=0) > 4
     for ax, title in zip(axes, ("share of scorer × subset rows significant", "sum of effect sizes")):
-        ax.set_xticks(x, names, rotation=40 if long else 0, ha="right" if long else "center")
+        ax.set_xticks(x, [plain_text(n) for n in names], rotation=40 if long else 0, ha="right" if long else "center")
         ax.set_title(title, fontsize=10)
         ax.axhline(0, color="grey", lw=0.6)
     axes[0].set_ylim(0, 1)

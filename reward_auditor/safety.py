@@ -19,8 +19,8 @@ from typing import Any, Callable
 import pandas as pd
 
 # %% auto #0
-__all__ = ['LOCK_FILE', 'SafetyError', 'atomic_write', 'file_sha256', 'RunLock', 'private_dir', 'md_escape', 'plain_line',
-           'csv_safe', 'write_csv']
+__all__ = ['LOCK_FILE', 'SafetyError', 'atomic_write', 'file_sha256', 'RunLock', 'InputFileError', 'reading', 'check_utf8',
+           'private_dir', 'md_escape', 'plain_line', 'csv_safe', 'write_csv']
 
 # %% ../nbs/16_safety.ipynb #89a2480a
 class SafetyError(ValueError):
@@ -130,6 +130,56 @@ class RunLock:
 
     def __exit__(self, *exc):
         self.release()
+
+# %% ../nbs/16_safety.ipynb #527c3753
+class InputFileError(SafetyError):
+    "A file given as input cannot be parsed; the message names the file and the problem."
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, UnicodeDecodeError):
+        return f"it is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8"
+    if isinstance(e, UnicodeEncodeError):
+        return f"it holds text that cannot be written as UTF-8 ({e.reason}, e.g. a lone surrogate)"
+    if isinstance(e, RecursionError):
+        return "it is nested too deeply to read"
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return "the disk is full"
+    msg = " ".join(str(e).split())[:200] or type(e).__name__
+    return f"{type(e).__name__}: {msg}"
+
+
+class reading:
+    "Context manager: parser failures while reading `path` become an InputFileError naming the file."
+
+    def __init__(self, path: Any, what: str = "file"):
+        self.path, self.what = path, what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, e, tb):
+        if e is None or not isinstance(e, (ValueError, UnicodeError, RecursionError, OSError, KeyError, TypeError,
+                                            IndexError, OverflowError)):
+            return False
+        if type(e).__module__.startswith("reward_auditor") or isinstance(e, (FileNotFoundError, PermissionError,
+                                                                               IsADirectoryError)):
+            return False  # already a named error that says what and where
+        raise InputFileError(f"{self.what} {self.path} cannot be read: {_reason(e)}") from e
+
+# %% ../nbs/16_safety.ipynb #a279594e
+def check_utf8(frame: pd.DataFrame, source: Any, columns: tuple[str, ...] = ("id", "subset", "prompt", "chosen",
+                                                                             "rejected")) -> pd.DataFrame:
+    "Raise InputFileError naming row and field for the first text that cannot be written as UTF-8; else `frame`."
+    for col in [c for c in columns if c in frame.columns]:
+        for i, v in enumerate(frame[col].tolist(), 1):
+            if isinstance(v, str):
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    raise InputFileError(f"{source} row {i}, field {col}: the text holds {e.reason} at character "
+                                         f"{e.start} (a lone surrogate); fix or drop that row") from None
+    return frame
 
 # %% ../nbs/16_safety.ipynb #a6c766f7
 def private_dir(prefix: str = "reward-auditor-") -> Path:
