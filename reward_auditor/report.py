@@ -326,12 +326,13 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
         if not (r / "results.parquet").exists():
             raise ReportError(f"{r} holds no audit result (results.parquet is missing): run `reward-auditor audit "
                               f"--out {r}` first")
+    if by not in ("model", "subset"):
+        raise ReportError(f"unknown report grouping {by!r}: use 'model' or 'subset'")
+    for r in runs:
         try:  # every file must belong to the run its manifest describes (a kill mid-save leaves none)
             AuditResult.load(r)
         except ValueError as e:
             raise ReportError(str(e)) from None
-    if by not in ("model", "subset"):
-        raise ReportError(f"unknown report grouping {by!r}: use 'model' or 'subset'")
     if compare:
         template, params = "compare_report", {"runs": [str(r.resolve()) for r in runs]}
         name = name or "compare"
