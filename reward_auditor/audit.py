@@ -708,7 +708,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "models": {sc.name: {"kind": str(getattr(sc, "kind", "")), "fingerprint": sc.fingerprint,
                              "description": ((type(sc).__doc__ or "").strip().splitlines() or [""])[0],
                              "spec": str(getattr(sc, "spec", sc.name)),
-                             **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {})}
+                             **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {}),
+                             **({"tokenization": _jsonable(sc.tokenization())} if hasattr(sc, "tokenization") else {})}
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "cache": str(getattr(store, "path", store)) if store is not None else None,
