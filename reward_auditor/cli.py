@@ -594,7 +594,7 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
                 f"{n} ({', '.join(up.loc[up['perturbation'] == n, 'subset'])})" for n in dict.fromkeys(up["perturbation"])))
     for w in result.manifest.get("warnings", []):
         print(f"{PROG}: warning: {w}", file=sys.stderr)
-    print(f"results: {out / 'results.parquet'}")
+    print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv)")
     if rendered is not None:
         print(f"report: {rendered.html}")
 
