@@ -306,9 +306,12 @@ def _scalar(v, path, row, col):
                               "(one row per chosen/rejected pair) before auditing")
         v = v[0]
     try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise ScorerError(f"{path} row {row}: {col} = {v!r} is not a number") from None
+        x = float(v)
+    except (TypeError, ValueError, OverflowError):
+        raise ScorerError(f"{path} row {row}: {col} = {str(v)[:40]!r} is not a number") from None
+    if not math.isfinite(x):  # NaN or ±inf would silently move (or drop) effect sizes
+        raise ScorerError(f"{path} row {row}: {col} = {x} is not a finite number; every reward must be finite")
+    return x
 
 
 class PrecomputedScorer(Scorer):
@@ -670,9 +673,15 @@ class HFScorer(PointwiseScorer):
         return self._identity_of(self.spec, self.model)
 
     def settings(self) -> dict:
-        return {"max_length": self.max_length, "truncation_side": self.truncation_side,
-                "dtype": str(self.dtype).replace("torch.", ""), "system": self.system,
-                "chat_template": bool(getattr(self.tokenizer, "chat_template", None))}
+        out = {"max_length": self.max_length, "truncation_side": self.truncation_side,
+               "dtype": str(self.dtype).replace("torch.", ""), "system": self.system,
+               "chat_template": bool(getattr(self.tokenizer, "chat_template", None))}
+        if self.trust_remote_code:  # which code was allowed to run
+            folder = _model_folder(self.spec, self.revision)
+            files = {p.name: file_digest(p) for p in sorted(folder.glob("*.py"))} if folder else {}
+            if files:
+                out["remote_code"] = {"used": True, "files": files}
+        return out
 
     def describe(self) -> dict:
         return {**super().describe(), "tokenization": self.tokenization()}
