@@ -104,8 +104,9 @@ def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
 def data_fingerprint(frame: pd.DataFrame) -> str:
     "sha256 over the canonical columns, row by row: same items in the same order → same hash."
     h = hashlib.sha256()
-    for row in frame[["id", "subset", "prompt", "chosen", "rejected"]].astype(str).itertuples(index=False):
-        h.update(json.dumps(list(row), ensure_ascii=False).encode())
+    hk = [ra_data.history_key(x) for x in ra_data.history_of(frame)]  # earlier turns count only where there are some
+    for row, k in zip(frame[["id", "subset", "prompt", "chosen", "rejected"]].astype(str).itertuples(index=False), hk):
+        h.update(json.dumps(list(row) + ([k] if k else []), ensure_ascii=False).encode())
     return h.hexdigest()
 
 
@@ -152,18 +153,19 @@ def _save_condition(store: Path, cond, key: str) -> None:
 
 def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed: int = 0,
                     on_unavailable: str = "skip", progress: bool = False, store: str | Path | None = None,
-                    **options) -> tuple[dict, dict[str, str]]:
+                    turns: str = "final", **options) -> tuple[dict, dict[str, str]]:
     "Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason})."
     from tqdm import tqdm
     pt = ra_perturbations
     conds, skipped = {}, {}
     for name in tqdm(perturbation_names(names), desc="perturb", disable=not progress, leave=False):
-        key = _condition_key(data, name, seed, options) if store is not None else None
+        key = _condition_key(data, name, seed, {**options, **({"turns": turns} if turns != "final" else {})}) \
+            if store is not None else None
         if store is not None and (c := _load_condition(Path(store), name, key)) is not None:
             conds[name] = c  # made by an earlier run with the same data, version, seed and options
             continue
         try:
-            conds.update(pt.perturb(data, [name], seed=seed, **options))
+            conds.update(pt.perturb(data, [name], seed=seed, turns=turns, **options))
             if store is not None:
                 _save_condition(Path(store), conds[name], key)
         except pt.MissingResourceError as e:  # a missing backend (apertium, WordNet) must not sink the other nine
@@ -249,7 +251,10 @@ def _open_cache(cache: Any, out: str | Path | None):
 
 def _counts(scorer) -> dict[str, int]:
     c = getattr(scorer, "last_counts", None) or {}
-    return {"computed": int(c.get("computed", 0)), "cached": int(c.get("cached", 0))}
+    out = {"computed": int(c.get("computed", 0)), "cached": int(c.get("cached", 0))}
+    r = getattr(scorer, "last_report", None) or {}
+    out.update({k: int(r[k]) for k in ("history_messages_dropped", "history_items_cut") if r.get(k)})
+    return out
 
 
 SCORE_COLUMNS = ("margin", "reward_chosen", "reward_rejected")
@@ -259,7 +264,7 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
                      progress: bool = False) -> tuple[pd.DataFrame, dict]:
     "Margins (and rewards, when the scorer gives them) of one scorer on `orig` and every condition → (items, counts)."
     from tqdm import tqdm
-    cols = ["id", "subset", "prompt", "chosen", "rejected"]
+    cols = ["id", "subset", "prompt", "chosen", "rejected"] + (["history"] if "history" in original.columns else [])
     base = scorer.score_pairs(original[cols], cache=cache, progress=progress)
     counts = {"orig": _counts(scorer)}
     base = base.assign(id=base["id"].astype(str)).set_index("id")
@@ -466,7 +471,7 @@ def package_versions() -> dict[str, str]:
 
 def _texts(original: pd.DataFrame, conditions: Mapping[str, Any]) -> pd.DataFrame:
     "Texts of `orig` and every changed item of every condition (what the report shows before/after)."
-    cols = ["id", "subset", "prompt", "chosen", "rejected"]
+    cols = ["id", "subset", "prompt", "chosen", "rejected"] + (["history"] if "history" in original.columns else [])
     parts = [original[cols].assign(perturbation="orig", changed=False)]
     for name, cond in conditions.items():
         f = cond.frame
@@ -503,7 +508,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           margin: float | str = 0.2, preset: str | None = None, family: str = "subset", cache: Any = None,
           out: str | Path | None = None, progress: bool = True, conditions: Any = None,
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
-          two_sided: bool = True) -> AuditResult:
+          two_sided: bool = True, perturb_turns: str = "final") -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
     t_start = time.perf_counter()
@@ -526,7 +531,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     built, skipped = make_conditions(original, [n for n in names if n not in conds], seed=settings.seed,
                                      on_unavailable=on_unavailable, progress=progress,
                                      store=None if out is None else Path(out) / "conditions",
-                                     **(perturb_options or {}))
+                                     turns=perturb_turns, **(perturb_options or {}))
     conds = {**built, **conds}
     conds = {n: conds[n] for n in [*names, *[c for c in conds if c not in names]] if n in conds}
     if not conds:
@@ -581,7 +586,9 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "settings": {**{k: getattr(settings, k) for k in settings.__dataclass_fields__}, "margin_used": margin_used},
         "data": {"source": str(source), "n_items": int(len(original)),
                  "subsets": {str(k): int(v) for k, v in original["subset"].astype(str).value_counts(sort=False).items()},
-                 "sha256": data_fingerprint(original)},
+                 "sha256": data_fingerprint(original),
+                 **({"turns": _turn_summary(original), "perturb_turns": perturb_turns}
+                    if "history" in original.columns else {})},
         "perturbations": {n: {"side": sides[n], "group": groups[n], **_jsonable(getattr(c, "record", {}) or {})}
                           for n, c in conds.items()},
         "skipped_perturbations": skipped,
@@ -600,6 +607,12 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if out is not None:
         result.save(out)
     return result
+
+
+def _turn_summary(frame: pd.DataFrame) -> dict:
+    "How many items are single- and multi-turn, and the largest number of user turns."
+    t = ra_data.turn_counts(frame)
+    return {"single_turn": int((t == 1).sum()), "multi_turn": int((t > 1).sum()), "max_user_turns": int(t.max())}
 
 
 def check_writable(path: str | Path, option: str = "--out") -> Path:

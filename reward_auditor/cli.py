@@ -110,7 +110,8 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
-    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True)
+    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True,
+    perturb_turns="final")
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction")
 RUN_FILE = "run.json"
 
@@ -127,7 +128,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     S = argparse.SUPPRESS
     g = p.add_argument_group("data and conditions")
     g.add_argument("--data", default=S, help="preference data: a file, an HF dataset folder, or 'sample'")
-    g.add_argument("--format", default=S, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
+    g.add_argument("--format", default=S, help="force a data format (jsonl, json, csv, parquet, rmbench, hh, trl, "
+                                               "messages, sharegpt, ...)")
     g.add_argument("--drop-invalid", action="store_true", default=S,
                    help="skip rows that fail validation (empty or identical answers, duplicate ids) with a warning "
                         "naming how many, instead of stopping at the first")
@@ -139,6 +141,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "LE+SLC), 'paper' (the paper's labels ST, LE, SP, LC, SLC) or a JSON object column -> name")
     g.add_argument("--perturbations", default=S,
                    help="'all', a comma-separated list (EF,PH,...) or 'none' (default: all; none with --conditions)")
+    g.add_argument("--perturb-turns", choices=["final", "all"], default=S,
+                   help="which user turns of a conversation prompt-side perturbations change: the final one "
+                        "(default) or every one")
     g = p.add_argument_group("scorers")
     g.add_argument("--model", action="append", default=S,
                    help="a reward-model folder or hub id (repeatable)")
@@ -179,7 +184,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--resume", action="store_true", default=False,
                    help="continue the run saved in --out with its saved arguments")
     g.add_argument("--no-report", dest="report", action="store_false", default=S, help="skip the HTML report")
-    g.add_argument("--by", choices=["model", "subset"], default=S, help="report grouping (default model)")
+    g.add_argument("--by", choices=["model", "subset", "turns"], default=S,
+                   help="report grouping (default model); turns: split every subset into single- and multi-turn items")
 
 
 def _diagnostic_out(p: argparse.ArgumentParser) -> None:
@@ -213,7 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("perturb", help="write the perturbed conditions of a dataset to a file")
     _common(q)
     q.add_argument("--data", required=True, help="preference data: a file, an HF dataset folder, or 'sample'")
-    q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
+    q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, hh, trl, "
+                                                  "messages, sharegpt, ...)")
+    q.add_argument("--perturb-turns", choices=["final", "all"], default="final",
+                   help="which user turns prompt-side perturbations change: the final one (default) or every one")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
     q.add_argument("--perturbations", default="all", help="'all' (default) or a comma-separated list (EF,PH,...)")
     q.add_argument("--seed", type=int, default=0, help="seed of the random perturbations (default 0)")
@@ -382,6 +391,9 @@ def run_audit(args: dict, progress: bool = True) -> int:
         data = load_preferences(args["data"], format=args.get("format"),
                                 errors="drop" if args.get("drop_invalid") else "raise")
         data.attrs["source"] = str(args["data"])
+        if args.get("by") == "turns":
+            from reward_auditor.data import split_by_turns
+            data = split_by_turns(data)
     conditions = args.get("conditions") or None
     if isinstance(conditions, str):
         conditions = [conditions]
@@ -405,11 +417,12 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
-                       two_sided=args.get("two_sided", True))
+                       two_sided=args.get("two_sided", True), perturb_turns=args.get("perturb_turns") or "final")
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
-        rendered = render(out, by=args.get("by", "model"), progress=progress)
+        by = args.get("by", "model")
+        rendered = render(out, by="model" if by == "turns" else by, progress=progress)
     _print_summary(result, out, rendered, time.perf_counter() - t0)
     return 0
 
@@ -434,7 +447,8 @@ def cmd_perturb(ns) -> int:
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
     check_writable(out.parent)
     data = load_preferences(ns.data, format=ns.format, errors="drop" if ns.drop_invalid else "raise")
-    conds, skipped = make_conditions(data, ns.perturbations, seed=ns.seed, progress=_progress(ns))
+    conds, skipped = make_conditions(data, ns.perturbations, seed=ns.seed, progress=_progress(ns),
+                                     turns=ns.perturb_turns)
     frame = pd.concat([c.frame.assign(perturbation=n, side=c.side, group=c.group) for n, c in conds.items()],
                       ignore_index=True)
     if out.suffix == ".jsonl":

@@ -26,8 +26,9 @@ import pandas as pd
 __all__ = ['CANONICAL_COLUMNS', 'TEXT_COLUMNS', 'CONTAINERS', 'SCHEMAS', 'FORMATS', 'RMBENCH_STYLES', 'ROLES', 'SHAREGPT_ROLES',
            'PROMPT_PERTURBATION_LABELS', 'RESPONSE_VARIANT_LABELS', 'PAPER_RESPONSE_LABELS', 'DataError', 'DataWarning',
            'validate', 'sample_path', 'load_sample', 'read_records', 'detect_format', 'history_of', 'history_key',
-           'turn_counts', 'conversation_problems', 'split_hh_turns', 'split_hh', 'load_preferences', 'rmbench_pair',
-           'rmbench_styles', 'rmbench_style_rewards', 'StyleMatrix', 'rmbench_style_matrix', 'load_perturbed']
+           'turn_counts', 'conversation_problems', 'split_by_turns', 'split_hh_turns', 'split_hh', 'load_preferences',
+           'rmbench_pair', 'rmbench_styles', 'rmbench_style_rewards', 'StyleMatrix', 'rmbench_style_matrix',
+           'load_perturbed']
 
 # %% ../nbs/00_data.ipynb #bb5a1043
 class DataError(ValueError):
@@ -500,6 +501,15 @@ def conversation_problems(history: Any, prompt: Any = "") -> list[tuple[int, str
         expect = "assistant" if role == "user" else "user"
     if not out and h and expect == "assistant":
         out.append((len(h) + 1, "the final user turn follows a user turn; an assistant answer is missing between them"))
+    return out
+
+
+def split_by_turns(frame: pd.DataFrame) -> pd.DataFrame:
+    "A copy whose subsets are split into '<subset> · single-turn' and '<subset> · multi-turn' items."
+    out = frame.copy()
+    t = turn_counts(frame)
+    out["subset"] = [f"{s} · {'multi' if k > 1 else 'single'}-turn" for s, k in zip(frame["subset"].astype(str), t)]
+    out.attrs = dict(frame.attrs)
     return out
 
 

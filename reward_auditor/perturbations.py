@@ -1278,8 +1278,28 @@ def _resolve(names) -> list[str]:
     return names
 
 
-def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, **options) -> dict[str, Condition]:
+def _perturb_history(p, name: str, seed: int, ids: list, df: pd.DataFrame, kw: dict):
+    "Every earlier user turn perturbed like the final one (own seed per turn: field 'history', k = message number)."
+    from reward_auditor.data import history_of
+    hists = history_of(df)
+    where = [(i, k) for i, h in enumerate(hists) for k, m in enumerate(h) if m["role"] == "user"]
+    before = [hists[i][k]["content"] for i, k in where]
+    rngs = [item_rng(seed, name, p.version, ids[i], "history", k + 1) for i, k in where]
+    after = p.apply_many(before, rngs, **kw) if where else []
+    out = [[dict(m) for m in h] for h in hists]
+    changed, size = np.zeros(len(df), bool), np.zeros(len(df), int)
+    for (i, k), b, a in zip(where, before, after):
+        out[i][k]["content"] = a
+        changed[i] |= a != b
+        size[i] += edit_size(b, a)
+    return pd.Series(out, index=df.index, dtype=object), changed, size
+
+
+def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, turns: str = "final",
+            **options) -> dict[str, Condition]:
     "One `Condition` per perturbation name: perturbed copies of `data` with per-item change records."
+    if turns not in ("final", "all"):
+        raise PerturbationError(f"turns must be 'final' (the last user turn) or 'all' (every user turn), not {turns!r}")
     df = _as_frame(data)
     names, params = _resolve(names), dict(params or {})
     unused = [k for k in options if not any(k in registry[n].defaults for n in names)]
@@ -1304,10 +1324,15 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, **o
             new[f] = after
             changed |= np.array([a != b for a, b in zip(before, after)])
             size += np.array([edit_size(a, b) for a, b in zip(before, after)], dtype=int)
+        if p.side == "prompt" and turns == "all" and "history" in df.columns:
+            new["history"], ch, sz = _perturb_history(p, name, seed, ids, df, kw)
+            changed |= ch
+            size += sz
         new["changed"], new["edit_size"] = changed, size
         record = {"name": name, "version": p.version, "variant": p.variant, "side": p.side, "group": p.group,
                   "seed": seed, "params": _jsonable(kw), "resources": p.resources(**kw),
-                  "n": len(df), "n_changed": int(changed.sum())}
+                  "n": len(df), "n_changed": int(changed.sum()),
+                  **({"turns": turns} if turns != "final" and p.side == "prompt" else {})}
         out[name] = Condition(name, p.side, p.group, new, record, original=df)
     return out
 

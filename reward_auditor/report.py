@@ -25,7 +25,7 @@ from . import plots
 
 # %% auto #0
 __all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html', 'header_html', 'findings',
-           'findings_html', 'warnings_html', 'top_degraded', 'top_degraded_html', 'control_notes',
+           'findings_html', 'warnings_html', 'top_degraded', 'history_html', 'top_degraded_html', 'control_notes',
            'subset_heterogeneity', 'manifest_html', 'kernel_name', 'template_path', 'RenderedReport', 'to_html',
            'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic', 'render_diagnostic',
            'frame_html']
@@ -126,6 +126,27 @@ def _clip(text: Any, n: int) -> str:
     return text if len(text) <= n else text[:n] + " […]"
 
 
+def history_html(history: Any, max_chars: int = 400) -> str:
+    "Earlier turns of a conversation, collapsed: a summary with the turn count that opens to the escaped messages."
+    from reward_auditor.data import history_of
+    h = history_of(pd.DataFrame({"history": [history]}))[0] if history is not None else ()
+    if not h:
+        return ""
+    users = sum(m["role"] == "user" for m in h)
+    msgs = "".join(f"<div><b>{esc(m['role'])}:</b> {esc(_clip(m['content'], max_chars))}</div>" for m in h)
+    return (f"<details><summary>{users + 1} user turns ({len(h)} earlier messages)</summary>"
+            f"<div style='white-space:pre-wrap'>{msgs}</div></details>")
+
+
+def _history_row(before, after, max_chars: int) -> str:
+    "A table row with the item's earlier turns (before/after differ only with --perturb-turns all); '' for single-turn."
+    hb, ha = (history_html(x.get("history") if hasattr(x, "get") else None, max_chars) for x in (before, after))
+    if not hb and not ha:
+        return ""
+    td = "<td style='vertical-align:top;text-align:left'>"
+    return f"<tr>{td}<b>history</b></td>{td}{hb}</td>{td}{ha}</td></tr>"
+
+
 def top_degraded_html(result: AuditResult, model: str, k: int = 5, max_chars: int = 400,
                       subset: str | None = None) -> str:
     "Before/after text of the most degraded items, every dataset string escaped."
@@ -141,7 +162,7 @@ def top_degraded_html(result: AuditResult, model: str, k: int = 5, max_chars: in
             before, after = tx.loc[("orig", r.id)], tx.loc[(r.perturbation, r.id)]
         except KeyError:
             continue
-        cells = "".join(
+        cells = _history_row(before, after, max_chars) + "".join(
             f"<tr><td style='vertical-align:top;text-align:left'><b>{esc(f)}</b></td>"
             f"<td style='vertical-align:top;text-align:left;white-space:pre-wrap'>{esc(_clip(before[f], max_chars))}</td>"
             f"<td style='vertical-align:top;text-align:left;white-space:pre-wrap'>{esc(_clip(after[f], max_chars))}</td></tr>"

@@ -22,13 +22,15 @@ import numpy as np
 import pandas as pd
 
 from .cache import ScoreCache
+from .data import history_key, history_of
 
 # %% auto #0
 __all__ = ['PAIR_COLUMNS', 'CONTROLS', 'JUDGE_TEMPLATE', 'VERDICT_SPELLINGS', 'MODEL_KINDS', 'ScorerError', 'Scorer',
            'PointwiseScorer', 'content_words', 'ControlScorer', 'OverlapScorer', 'LengthScorer', 'NoiseScorer',
            'CallableScorer', 'PrecomputedScorer', 'file_digest', 'folder_fingerprint', 'pick_device', 'pick_dtype',
-           'render_chat', 'encode_text', 'truncate_ids', 'length_batches', 'padding_waste', 'HFScorer',
-           'DiscriminativeScorer', 'DPOScorer', 'judge_margin', 'JudgeScorer', 'detect_family', 'load_scorer']
+           'conversation_messages', 'render_messages', 'render_chat', 'encode_text', 'truncate_ids', 'length_batches',
+           'padding_waste', 'HFScorer', 'DiscriminativeScorer', 'DPOScorer', 'judge_margin', 'JudgeScorer',
+           'detect_family', 'load_scorer']
 
 # %% ../nbs/06_scorers.ipynb #0fb96269
 class ScorerError(ValueError):
@@ -62,6 +64,18 @@ def _open_cache(cache) -> ScoreCache | None:
     if isinstance(cache, (str, os.PathLike)):
         return ScoreCache(cache)
     raise ScorerError(f"cache= must be a ScoreCache, a path or None, not {type(cache).__name__}")
+
+
+def _items(prompts, responses, histories=None) -> list[tuple]:
+    "Scoring items: (prompt, response) for single-turn, (prompt, response, history_key) when there are earlier turns."
+    if histories is None: return list(zip(prompts, responses))
+    return [(p, r, k) if (k := history_key(h)) else (p, r) for p, r, h in zip(prompts, responses, histories)]
+
+
+def _history_of_item(item: tuple) -> tuple[dict, ...]:
+    "The earlier turns of a scoring item (empty for single-turn items)."
+    if len(item) < 3 or not item[2]: return ()
+    return tuple({"role": r, "content": c} for r, c in json.loads(item[2]))
 
 
 def _sha(obj) -> str:
@@ -121,10 +135,11 @@ class PointwiseScorer(Scorer):
             yield idx, np.asarray(self._score_items([items[j] for j in idx]), dtype=float)
 
     def score_texts(self, prompts: Sequence[str], responses: Sequence[str], cache=None,
-                    progress: bool = True) -> np.ndarray:
-        "One reward per (prompt, response); duplicates scored once, cached values reused."
+                    progress: bool = True, histories: Sequence | None = None) -> np.ndarray:
+        "One reward per (prompt, response[, history]); duplicates scored once, cached values reused."
         cache = _open_cache(cache) if self.cacheable else None
-        keys = list(dict.fromkeys(zip(prompts, responses)))
+        items = _items(prompts, responses, histories)
+        keys = list(dict.fromkeys(items))
         values = dict.fromkeys(keys, None)
         if cache is not None:
             cache.describe(self.fingerprint, self.describe())
@@ -139,7 +154,7 @@ class PointwiseScorer(Scorer):
             values.update(zip(done, (float(v) for v in vals)))
         self.last_counts = {"computed": len(todo), "cached": len(keys) - len(todo)}
         self.last_report = {**self.last_counts, "unique_texts": len(keys), **self.last_report}
-        return np.array([values[k] for k in zip(prompts, responses)], dtype=float)
+        return np.array([values[k] for k in items], dtype=float)
 
     def score_pairs(self, frame, cache=None, progress: bool = True) -> pd.DataFrame:
         "Margins r(x, chosen) − r(x, rejected) with both rewards, one row per pair."
@@ -147,7 +162,10 @@ class PointwiseScorer(Scorer):
         n = len(frame)
         prompts = frame["prompt"].tolist() * 2
         responses = frame["chosen"].tolist() + frame["rejected"].tolist()
-        r = self.score_texts(prompts, responses, cache=cache, progress=progress)
+        hist = history_of(frame)
+        hist = hist * 2 if any(hist) else None
+        self._item_ids = dict(zip(_items(prompts, responses, hist), frame["id"].astype(str).tolist() * 2))
+        r = self.score_texts(prompts, responses, cache=cache, progress=progress, histories=hist)
         rc, rr = r[:n], r[n:]
         return pd.DataFrame({"id": frame["id"].astype(str).to_numpy(), "margin": rc - rr,
                              "reward_chosen": rc, "reward_rejected": rr})
@@ -180,7 +198,7 @@ class ControlScorer(PointwiseScorer):
         raise NotImplementedError
 
     def _score_items(self, items):
-        return np.array([self.reward(p, r) for p, r in items], dtype=float)
+        return np.array([self.reward(p, r) for p, r, *_ in items], dtype=float)  # final user turn only
 
 
 class OverlapScorer(ControlScorer):
@@ -245,11 +263,11 @@ class CallableScorer(PointwiseScorer):
 
     def _score_items(self, items):
         if self.batched:
-            out = np.asarray(self.fn([p for p, _ in items], [r for _, r in items]), dtype=float)
+            out = np.asarray(self.fn([it[0] for it in items], [it[1] for it in items]), dtype=float)
             if out.shape != (len(items),):
                 raise ScorerError(f"batched function {self.name} returned shape {out.shape} for {len(items)} items")
             return out
-        return np.array([float(self.fn(p, r)) for p, r in items], dtype=float)
+        return np.array([float(self.fn(p, r)) for p, r, *_ in items], dtype=float)
 
 # %% ../nbs/06_scorers.ipynb #915c3beb
 def _read_table(path: Path) -> pd.DataFrame:
@@ -424,15 +442,33 @@ def pick_dtype(dtype=None, device: str = "cpu"):
     return getattr(torch, name)
 
 # %% ../nbs/06_scorers.ipynb #346fb50c
-def render_chat(tokenizer, prompt: str, response: str | None = None, system: str | None = None) -> str:
-    "The conversation as text via the chat template (or a plain layout); response None → generation prompt."
-    msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+def conversation_messages(prompt: str, response: str | None = None, history: Sequence = (),
+                          system: str | None = None) -> list[dict]:
+    "The messages a model sees: [system] + earlier turns + the final user turn (+ the answer)."
+    hist = [{"role": m["role"], "content": m["content"]} for m in history]
+    head = [{"role": "system", "content": system}] if system and not (hist and hist[0]["role"] == "system") else []
+    msgs = head + hist + [{"role": "user", "content": prompt}]
     if response is not None:
         msgs.append({"role": "assistant", "content": response})
+    return msgs
+
+
+def render_messages(tokenizer, messages: list[dict], add_generation_prompt: bool = False) -> str:
+    "Messages as model text: the tokenizer's chat template, or the plain 'Role: content' layout when it has none."
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=response is None)
-    text = "".join(f"{m['role'].capitalize()}: {m['content']}\n\n" for m in msgs)
-    return text + ("Assistant:" if response is None else "")
+        try:
+            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+        except Exception as e:  # jinja's raise_exception, missing keys, ...: say which conversation in the caller
+            raise ScorerError(f"the chat template cannot render this conversation of {len(messages)} messages "
+                              f"({type(e).__name__}: {e})") from e
+    text = "".join(f"{m['role'].capitalize()}: {m['content']}\n\n" for m in messages)
+    return text + ("Assistant:" if add_generation_prompt else "")
+
+
+def render_chat(tokenizer, prompt: str, response: str | None = None, system: str | None = None,
+                history: Sequence = ()) -> str:
+    "The conversation as text via the chat template (or a plain layout); response None → generation prompt."
+    return render_messages(tokenizer, conversation_messages(prompt, response, history, system), response is None)
 
 
 def encode_text(tokenizer, text: str, offsets: bool = False):
@@ -460,6 +496,16 @@ def truncate_ids(ids: list[int], max_length: int, side: str = "left", keep_first
     return ids[len(ids) - max_length:], len(ids) - max_length
 
 # %% ../nbs/06_scorers.ipynb #bb5e61ed
+def _drop_oldest_turn(history: Sequence) -> tuple[tuple, int]:
+    "History without its oldest user turn and the answer to it (a leading system message stays) → (history, n dropped)."
+    h = tuple(history)
+    head = h[:1] if h and h[0]["role"] == "system" else ()
+    rest = h[len(head):]
+    if not rest: return h, 0
+    k = 2 if len(rest) > 1 and rest[1]["role"] == "assistant" else 1
+    return head + rest[k:], k
+
+
 def length_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: int | None = None) -> list[list[int]]:
     "Indices grouped into batches of similar length, longest first."
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
@@ -559,9 +605,30 @@ class HFScorer(PointwiseScorer):
                 "dtype": str(self.dtype).replace("torch.", ""), "system": self.system,
                 "chat_template": bool(getattr(self.tokenizer, "chat_template", None))}
 
-    def _encode_item(self, prompt: str, response: str) -> tuple[list[int], int]:
-        "Token ids of one item and the number of leading prompt tokens."
+    def _encode_item(self, prompt: str, response: str, history: Sequence = ()) -> tuple[list[int], int]:
+        "Token ids of one item (earlier turns + final user turn + answer) and the number of leading prompt tokens."
         raise NotImplementedError
+
+    def _where(self, item) -> str:
+        "Which row an item came from, for error messages."
+        i = getattr(self, "_item_ids", {}).get(item)
+        return f"row id {i!r}" if i is not None else f"the item with prompt {item[0][:40]!r}"
+
+    def _encode_fitting(self, item) -> tuple[list[int], int, int]:
+        "Encode an item, dropping its oldest turns (never the answer) until it fits max_length → (ids, n_prompt, dropped)."
+        p, r, hist = item[0], item[1], _history_of_item(item)
+        dropped = 0
+        while True:
+            try:
+                ids, n_prompt = self._encode_item(p, r, history=hist) if hist else self._encode_item(p, r)
+            except ScorerError as e:
+                raise ScorerError(f"{self.name}: {self._where(item)}: {e}") from e
+            if len(ids) <= self.max_length or not hist:
+                return ids, n_prompt, dropped
+            hist, k = _drop_oldest_turn(hist)
+            if not k:
+                return ids, n_prompt, dropped
+            dropped += k
 
     def _forward(self, ids, mask, pos, meta: list) -> list[float]:
         "One value per row of a padded batch."
@@ -621,15 +688,20 @@ class HFScorer(PointwiseScorer):
         self.last_report["final_batch_size"] = limit
 
     def _iter_scores(self, items, progress):
-        seqs, metas, truncated = [], [], 0
-        for p, r in items:
-            ids, n_prompt = self._encode_item(p, r)
+        seqs, metas, truncated, turns_dropped, items_cut = [], [], 0, 0, 0
+        for item in items:
+            ids, n_prompt, dropped = self._encode_fitting(item)
+            turns_dropped, items_cut = turns_dropped + dropped, items_cut + bool(dropped)
             bos_first = bool(ids) and ids[0] == self.tokenizer.bos_token_id
             cut, removed = truncate_ids(ids, self.max_length, self.truncation_side, keep_first=bos_first)
             truncated += len(cut) < len(ids)
             seqs.append(cut)
             metas.append(max(1, n_prompt - removed) if self.truncation_side == "left" else min(n_prompt, len(cut)))
         self.last_report["truncated"] = truncated
+        if items_cut:
+            self.last_report.update(history_messages_dropped=turns_dropped, history_items_cut=items_cut)
+            warnings.warn(f"{self.name}: {items_cut} of {len(items)} conversations were longer than max_length="
+                          f"{self.max_length} tokens; their {turns_dropped} oldest messages were left out", stacklevel=3)
         if truncated:
             warnings.warn(f"{self.name}: {truncated} of {len(items)} texts are longer than max_length="
                           f"{self.max_length} tokens and were cut on the {self.truncation_side}", stacklevel=3)
@@ -651,8 +723,8 @@ class DiscriminativeScorer(HFScorer):
         self.model.config.pad_token_id = self.pad_id
         self._takes_pos = "position_ids" in inspect.signature(self.model.forward).parameters
 
-    def _encode_item(self, prompt, response):
-        ids = encode_text(self.tokenizer, render_chat(self.tokenizer, prompt, response, self.system))
+    def _encode_item(self, prompt, response, history=()):
+        ids = encode_text(self.tokenizer, render_chat(self.tokenizer, prompt, response, self.system, history))
         if ids and ids[-1] == self.pad_id:
             raise ScorerError(f"{self.name}: a conversation ends in the pad token id {self.pad_id}; "
                               "the reward would be read at the wrong position")
@@ -664,14 +736,17 @@ class DiscriminativeScorer(HFScorer):
         return out.float().reshape(len(ids), -1)[:, 0].cpu().tolist()
 
 # %% ../nbs/06_scorers.ipynb #16cb0557
-def _response_start(tokenizer, prompt: str, response: str, system: str | None) -> tuple[list[int], int]:
+def _response_start(tokenizer, prompt: str, response: str, system: str | None,
+                    history: Sequence = ()) -> tuple[list[int], int]:
     "Token ids of the conversation and the index of its first response token."
-    full = render_chat(tokenizer, prompt, response, system)
-    head = render_chat(tokenizer, prompt, None, system)
+    full = render_chat(tokenizer, prompt, response, system, history)
+    head = render_chat(tokenizer, prompt, None, system, history)
     if full.startswith(head):
         boundary = len(head)
-    else:  # templates that re-render the last turn differently: find the answer itself
+    else:  # templates that re-render earlier turns or the last turn differently: find the answer itself
         boundary = full.rfind(response) if response else len(full)
+        if boundary < 0 and response.strip():
+            boundary = full.rfind(response.strip())
         if boundary < 0:
             raise ScorerError("the chat template changes the response text; cannot tell prompt from response tokens")
     ids, offs = encode_text(tokenizer, full, offsets=True)
@@ -719,8 +794,8 @@ class DPOScorer(HFScorer):
         ref = None if self.reference is None else self._identity_of(self.reference_spec, self.reference)
         return {"policy": self._identity_of(self.spec, self.model), "reference": ref}
 
-    def _encode_item(self, prompt, response):
-        return _response_start(self.tokenizer, prompt, response, self.system)
+    def _encode_item(self, prompt, response, history=()):
+        return _response_start(self.tokenizer, prompt, response, self.system, history)
 
     def _seq_logprob(self, model, ids, mask, pos, starts):
         lp = _token_logprobs(model, ids, mask, pos, self._takes_pos)
@@ -794,10 +869,24 @@ class JudgeScorer(HFScorer):
         return {**super().settings(), "template": self.template, "labels": self.labels, "tie_label": self.tie_label,
                 "spellings": self.spellings, "min_verdict_mass": self.min_verdict_mass}
 
-    def _judge_prompt(self, prompt: str, a: str, b: str) -> list[int]:
+    def _judge_prompt(self, prompt: str, a: str, b: str, history: Sequence = ()) -> list[int]:
+        "Judge context: earlier turns as chat messages, then the judge instruction (final user turn, A, B) as the user turn."
         tie = f', or "[[{self.tie_label}]]" for a tie' if self.tie_label else ""
         text = self.template.format(prompt=prompt, a=a, b=b, tie=tie)
-        return encode_text(self.tokenizer, render_chat(self.tokenizer, text, None, self.system))
+        return encode_text(self.tokenizer, render_chat(self.tokenizer, text, None, self.system, history))
+
+    def _judge_fitting(self, pres: tuple) -> list[int]:
+        "The judge context of a presentation, dropping the oldest turns until it leaves room for the verdict."
+        hist = _history_of_item(pres[:2] + pres[3:4])
+        while True:
+            try:
+                base = self._judge_prompt(*pres[:3], history=hist)
+            except ScorerError as e:
+                raise ScorerError(f"{self.name}: {self._where(pres)}: {e}") from e
+            if len(base) + self.max_variant <= self.max_length or not hist:
+                return base
+            hist, k = _drop_oldest_turn(hist)
+            self.last_report["history_messages_dropped"] = self.last_report.get("history_messages_dropped", 0) + k
 
     def _forward(self, ids, mask, pos, meta):
         "Per row: summed log-probability of each verdict variant that continues this context."
@@ -822,7 +911,7 @@ class JudgeScorer(HFScorer):
             seqs, metas, owner = [], [], []
             too_long = set()
             for i in idx:
-                base = self._judge_prompt(*presentations[i])
+                base = self._judge_fitting(presentations[i])
                 if len(base) + self.max_variant > self.max_length:
                     too_long.add(i)
                     continue
@@ -860,8 +949,10 @@ class JudgeScorer(HFScorer):
         from tqdm.auto import tqdm
         frame = _frame_of(frame)
         cache = _open_cache(cache)
-        fwd = list(zip(frame["prompt"], frame["chosen"], frame["rejected"]))
-        rev = list(zip(frame["prompt"], frame["rejected"], frame["chosen"]))
+        hk = [history_key(h) for h in history_of(frame)]
+        fwd = [t + ((k,) if k else ()) for t, k in zip(zip(frame["prompt"], frame["chosen"], frame["rejected"]), hk)]
+        rev = [t + ((k,) if k else ()) for t, k in zip(zip(frame["prompt"], frame["rejected"], frame["chosen"]), hk)]
+        self._item_ids = dict(zip(fwd + rev, frame["id"].astype(str).tolist() * 2))
         pres = list(dict.fromkeys(fwd + rev))
         z = dict.fromkeys(pres)
         tie = dict.fromkeys(pres)
