@@ -454,6 +454,10 @@ def cmd_perturb(ns) -> int:
     if out.suffix == ".jsonl":
         frame.to_json(out, orient="records", lines=True, force_ascii=False)
     elif out.suffix == ".csv":
+        if "history" in frame.columns:  # conversations as JSON text, which load_preferences reads back
+            from reward_auditor.data import history_of
+            frame = frame.assign(history=[json.dumps([dict(m) for m in h], ensure_ascii=False)
+                                          for h in history_of(frame)])
         frame.to_csv(out, index=False)
     else:
         frame.to_parquet(out, index=False)

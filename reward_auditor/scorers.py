@@ -495,7 +495,8 @@ def truncate_ids(ids: list[int], max_length: int, side: str = "left", keep_first
         return ids[:1] + ids[len(ids) - max_length + 1:], len(ids) - max_length
     return ids[len(ids) - max_length:], len(ids) - max_length
 
-# %% ../nbs/06_scorers.ipynb #bb5e61ed
+
+
 def _drop_oldest_turn(history: Sequence) -> tuple[tuple, int]:
     "History without its oldest user turn and the answer to it (a leading system message stays) → (history, n dropped)."
     h = tuple(history)
@@ -505,7 +506,7 @@ def _drop_oldest_turn(history: Sequence) -> tuple[tuple, int]:
     k = 2 if len(rest) > 1 and rest[1]["role"] == "assistant" else 1
     return head + rest[k:], k
 
-
+# %% ../nbs/06_scorers.ipynb #bb5e61ed
 def length_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: int | None = None) -> list[list[int]]:
     "Indices grouped into batches of similar length, longest first."
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))

@@ -273,6 +273,12 @@ def test_perturb_turns_and_round_trips(tmp_path):
     assert r.returncode == 0, r.stderr
     p = pd.read_parquet(out)
     assert [len(h) for h in history_of(p)] == [4, 0]
+    for suffix in (".csv", ".jsonl"):  # text files hold the history as JSON (never pickle); it reads back the same
+        r = cli("perturb", "--data", tmp_path / "pairs.jsonl", "--perturbations", "CN", "--perturb-turns", "all",
+                "--out", out.with_suffix(suffix), "-q")
+        assert r.returncode == 0, r.stderr
+        q = pd.read_csv(out.with_suffix(suffix)) if suffix == ".csv" else pd.read_json(out.with_suffix(suffix), lines=True)
+        assert history_of(q) == history_of(p)
     reloaded = load_preferences(tmp_path / "pairs.jsonl")
     pd.testing.assert_frame_equal(reloaded, frame)
 
@@ -338,3 +344,11 @@ def test_single_turn_is_byte_identical(tmp_path, models):
         keys = sorted(k for k, in cache._connect().execute("select key from scores"))
         runs[name] = (r.table.to_csv(), r.items.to_csv(), keys, r.manifest["data"]["sha256"])
     assert runs["plain"] == runs["conv"] == runs["empty"]
+
+
+def test_report_history_is_collapsed_and_escaped():
+    from reward_auditor.report import history_html
+    page = history_html([U("<script>alert(1)</script>"), A("fine & dandy")])
+    assert page.startswith("<details><summary>2 user turns (2 earlier messages)</summary>")
+    assert "<script>" not in page and "&lt;script&gt;" in page and "fine &amp; dandy" in page
+    assert history_html([]) == "" and history_html(None) == ""
