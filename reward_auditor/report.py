@@ -65,6 +65,19 @@ def _tails(settings: dict) -> str:
     return "one tail: degradation only"
 
 
+def _conversation_rows(manifest: dict) -> list[tuple[str, str]]:
+    "A header row on multi-turn data: how many items have earlier turns, which turns were perturbed, what was cut."
+    t = manifest.get("data", {}).get("turns")
+    if not t:
+        return []
+    which = "every user turn" if manifest["data"].get("perturb_turns") == "all" else "the final user turn"
+    dropped = sum(c.get("history_messages_dropped", 0) for sc in manifest.get("scores", {}).get("by_model", {}).values()
+                  for c in sc.values())
+    return [("conversations", f"{t['single_turn']} single-turn and {t['multi_turn']} multi-turn items (up to "
+                              f"{t['max_user_turns']} user turns); prompt-side perturbations change {which}; "
+                              f"{dropped} earlier messages left out to fit the models' length limits")]
+
+
 def header_html(result: AuditResult) -> str:
     "A one-table summary of what was audited with which settings (the template carries the title)."
     m, t = result.manifest, result.table
@@ -81,6 +94,7 @@ def header_html(result: AuditResult) -> str:
             ("scores", f"{m.get('scores', {}).get('computed', '?')} computed, "
                        f"{m.get('scores', {}).get('cached', '?')} from the cache"),
             ("run time", f"{m.get('wall_seconds', '?')} s (audit only)")]
+    rows += _conversation_rows(m)
     body = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{esc(k)}</th><td style='text-align:left'>"
                    f"{esc(v)}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"

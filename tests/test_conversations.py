@@ -352,3 +352,13 @@ def test_report_history_is_collapsed_and_escaped():
     assert page.startswith("<details><summary>2 user turns (2 earlier messages)</summary>")
     assert "<script>" not in page and "&lt;script&gt;" in page and "fine &amp; dandy" in page
     assert history_html([]) == "" and history_html(None) == ""
+
+
+def test_report_header_counts_turns():
+    from reward_auditor.report import _conversation_rows
+    m = {"data": {"turns": {"single_turn": 3, "multi_turn": 5, "max_user_turns": 4}, "perturb_turns": "all"},
+         "scores": {"by_model": {"rm": {"orig": {"computed": 1, "history_messages_dropped": 2}, "EF": {"computed": 1}}}}}
+    assert _conversation_rows(m) == [("conversations", "3 single-turn and 5 multi-turn items (up to 4 user turns); "
+                                      "prompt-side perturbations change every user turn; 2 earlier messages left out "
+                                      "to fit the models' length limits")]
+    assert _conversation_rows({"data": {}}) == []
