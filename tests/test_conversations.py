@@ -362,3 +362,19 @@ def test_report_header_counts_turns():
                                       "prompt-side perturbations change every user turn; 2 earlier messages left out "
                                       "to fit the models' length limits")]
     assert _conversation_rows({"data": {}}) == []
+
+
+def test_pairwise_family_sees_the_history(models):
+    from reward_auditor import families as F
+    from reward_auditor.scorers import load_scorer
+    sc = load_scorer(str(models["lm"]), kind="pairwise", device="cpu")
+    frame, hist = three_turn_frame()
+    tok = sc.tokenizer
+    ctx = tok.apply_chat_template(hist + [U("And of Italy?")], tokenize=False)[len(tok.bos_token):]
+    text = tok.apply_chat_template([U(F.PAIR_TEMPLATE.format(prompt=ctx, a="Rome.", b="Milan."))], tokenize=False,
+                                   add_generation_prompt=True)
+    assert sc._judge_prompt("And of Italy?", "Rome.", "Milan.", history=hist) == tok(text, add_special_tokens=False)["input_ids"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = sc.score_pairs(frame, progress=False)
+    assert out.loc[0, "margin"] != out.loc[1, "margin"]
