@@ -156,6 +156,24 @@ def _mapping(s: str):
     return m
 
 
+def _group_weights(s: str) -> dict:
+    "`controlled=0.8,stylized=0.5` → {'controlled': 0.8, 'stylized': 0.5} (the q of each perturbation group)."
+    out = {}
+    for part in [x.strip() for x in s.split(",") if x.strip()]:
+        name, eq, val = part.partition("=")
+        try:
+            q = float(val)
+        except ValueError:
+            q = float("nan")
+        if not eq or not name.strip() or not 0 < q < float("inf"):
+            raise argparse.ArgumentTypeError(f"group weights must look like controlled=0.8,stylized=0.5 (a positive "
+                                             f"number per perturbation group), got {s!r}")
+        out[name.strip()] = q
+    if not out:
+        raise argparse.ArgumentTypeError(f"group weights must look like controlled=0.8,stylized=0.5, got {s!r}")
+    return out
+
+
 def _margin(s: str):
     if s == "auto":
         return s
@@ -173,8 +191,8 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     limit=None,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
-    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True, load_in=None,
-    perturb_turns="final")
+    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
+    group_weights=None, effect_ci="nct", perturb_turns="final")
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
 
@@ -246,14 +264,20 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--scale", choices=["prob", "logprob", "nll"], default=S, help="confidence scale (default prob)")
     g.add_argument("--multiplicity", default=S,
                    help="bh (default), by, tsbh, sabha, gbh, weighted, stratified")
+    g.add_argument("--group-weights", type=_group_weights, default=S, metavar="GROUP=Q,...",
+                   help="q per perturbation group for --multiplicity weighted (BH on q*p), e.g. "
+                        "controlled=0.8,stylized=0.5; its FDR is measured and reported unless mean(1/q) <= 1")
+    g.add_argument("--effect-ci", choices=["nct", "bca"], default=S,
+                   help="d_z interval: nct (noncentral t, assumes normal differences; default) or bca (bootstrap)")
     g.add_argument("--margin", type=_margin, default=S, help="effect-size margin for UNSUITABLE (default 0.2; or auto)")
     g.add_argument("--family", choices=["subset", "model"], default=S,
                    help="FDR family: one model x one subset (default) or one model with subsets pooled")
     g.add_argument("--one-sided", dest="two_sided", action="store_false", default=S,
-                   help="test degradation only, as in the paper (default: two-sided, a significant rise is "
-                        "reported as IMPROVES)")
+                   help="test degradation only, at alpha: the paper's test (default: two-sided, each tail at "
+                        "alpha/2, a significant rise reported as IMPROVES)")
     g.add_argument("--preset", choices=["paper-code"], default=S,
-                   help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars (to compare with published tables)")
+                   help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars, one-sided (to compare with "
+                        "published tables)")
     g = p.add_argument_group("output")
     g.add_argument("--out", required=False, default=S, help="output folder (results, cache, report)")
     g.add_argument("--cache", default=S, help="score cache file (default <out>/scores.sqlite)")
@@ -329,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--v-target", type=float, default=0.10,
                    help="Cramér's V the power is computed for: the smallest dependence worth seeing (default 0.10)")
     h.add_argument("--min-power", type=float, default=0.80,
-                   help="below this power to detect --v-target the grade is I, inconclusive (default 0.80)")
+                   help="a non-significant result with power below this to detect --v-target is graded underpowered (default 0.80)")
     h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999,
                    help="resampled tables for the p-value when expected counts are small (default 9999)")
     h.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
@@ -363,8 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--domain", default="domain",
                     help="column of the samples file with the domain of each prompt (default domain)")
     pr.add_argument("--n", type=int, nargs="*", default=None, help="best-of-n values")
-    pr.add_argument("--tau", type=float, default=0.1,
-                    help="within-prompt z-variance below which a prompt counts as low-variance (default 0.1)")
+    pr.add_argument("--tau", type=float, default=None,
+                    help="within-prompt z-variance below which a prompt counts as low-variance (default 0.1; "
+                         "0.05 with --conventions blog)")
+    pr.add_argument("--conventions", choices=["package", "blog"], default="package",
+                    help="package (default) or blog: the published rm_report's conventions (RM ties wrong, "
+                         "variance ddof 0, domain = mean of prompts, tau 0.05, accuracy pooled over pairs)")
     pr.add_argument("--n-boot", type=_positive_int("n-boot"), default=2000,
                     help="bootstrap resamples of prompts for the accuracy interval (default 2000)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
@@ -577,7 +605,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
     out = check_writable(args["out"])
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
-                  preset=args["preset"])  # every statistical setting is checked before anything is loaded
+                  preset=args["preset"], two_sided=args.get("two_sided"),
+                  group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "nct"))  # every statistical setting is checked before anything is loaded
     data = None
     if args.get("data"):
         data = load_data(args["data"], format=args.get("format"),
@@ -607,11 +636,15 @@ def run_audit(args: dict, progress: bool = True) -> int:
     with warnings.catch_warnings():  # these come back once, from the manifest, after the run
         warnings.filterwarnings("ignore", message="perturbation .* skipped")
         warnings.filterwarnings("ignore", message="SABHA")
+        warnings.filterwarnings("ignore", message="multiplicity .* has no FDR proof")
+        warnings.filterwarnings("ignore", message="subset .*(cannot reach significance|too few changed items)")
         result = audit(data, scorers, pert, seed=args["seed"], permutations=args["permutations"],
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
-                       two_sided=args.get("two_sided", True), perturb_turns=args.get("perturb_turns") or "final")
+                       two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
+                       effect_ci=args.get("effect_ci", "nct"),
+                       perturb_turns=args.get("perturb_turns") or "final")
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
@@ -730,7 +763,8 @@ def cmd_protocol(ns) -> int:
     _use_example(ns, "protocol")
     _check_out(ns)
     return _emit(protocol_cli(ns.samples, ns.rewards, styled_paths=ns.styled, gold=ns.gold, domain=ns.domain,
-                              ns=ns.n, tau=ns.tau, n_boot=ns.n_boot, seed=ns.seed), ns)
+                              ns=ns.n, tau=ns.tau, n_boot=ns.n_boot, seed=ns.seed,
+                              conventions=ns.conventions), ns)
 
 
 def cmd_meta(ns) -> int:

@@ -453,10 +453,11 @@ def check_load_in(load_in: str | None, device: str) -> str | None:
     if not str(device).startswith("cuda"):
         raise ScorerError(f"load_in={name} needs a CUDA device (bitsandbytes quantization); this run uses {device!r}. "
                           "Drop --load-in, or run on a GPU")
-    try:
-        import bitsandbytes  # noqa: F401
-    except ImportError:
-        raise ScorerError(f"load_in={name} needs the bitsandbytes package: pip install 'reward_auditor[quant]'") from None
+    for pkg in ("bitsandbytes", "accelerate"):
+        try:
+            __import__(pkg)
+        except ImportError:
+            raise ScorerError(f"load_in={name} needs the {pkg} package: pip install 'reward_auditor[quant]'") from None
     return name
 
 
@@ -1086,7 +1087,8 @@ def detect_family(spec: str, kind: str | None = None, trust_remote_code: bool = 
         return "discriminative"
     if causal:
         raise ScorerError(f"{spec} is a causal language model ({archs[0]}): pass kind='dpo' (with reference=…) "
-                          "for a DPO implicit reward or kind='judge' for a generative pairwise judge")
+                          "for a DPO implicit reward, kind='judge' for a generative pairwise judge, or "
+                          "kind='pairwise' for a pair-preference model (answers A and B in one prompt)")
     raise ScorerError(f"cannot tell the family of {spec} from its config (architectures={archs}); pass kind=")
 
 
