@@ -176,11 +176,15 @@ def _save_condition(store: Path, cond, key: str) -> None:
 
 def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed: int = 0,
                     on_unavailable: str = "skip", progress: bool = False, store: str | Path | None = None,
-                    turns: str = "final", **options) -> tuple[dict, dict[str, str]]:
+                    workers: int | None = None, turns: str = "final", **options) -> tuple[dict, dict[str, str]]:
     "Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason})."
     from tqdm import tqdm
     pt = ra_perturbations
     conds, skipped = {}, {}
+    pool = None
+    if workers is not None and workers > 1:  # byte-identical conditions, items split over processes
+        from reward_auditor.engines import PerturbPool
+        pool = PerturbPool(workers)
     for name in tqdm(perturbation_names(names), desc="perturb", disable=not progress, leave=False):
         key = _condition_key(data, name, seed, {**options, **({"turns": turns} if turns != "final" else {})}) \
             if store is not None else None
@@ -188,7 +192,8 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
             conds[name] = c  # made by an earlier run with the same data, version, seed and options
             continue
         try:
-            conds.update(pt.perturb(data, [name], seed=seed, turns=turns, **options))
+            conds.update((pool.perturb if pool is not None else pt.perturb)(data, [name], seed=seed,
+                                                                     **({"turns": turns} if turns != "final" else {}), **options))
             if store is not None:
                 _save_condition(Path(store), conds[name], key)
         except pt.MissingResourceError as e:  # a missing backend (apertium, WordNet) must not sink the other nine
@@ -196,6 +201,8 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
                 raise AuditError(f"perturbation {name} could not run: {e} (perturbations)") from e
             skipped[name] = f"{type(e).__name__}: {e}"
             warnings.warn(f"perturbation {name} skipped: {skipped[name]}", stacklevel=2)
+    if pool is not None:
+        pool.close()
     return conds, skipped
 
 
@@ -641,7 +648,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           out: str | Path | None = None, progress: bool = True, conditions: Any = None,
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
           two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
-          effect_ci: str = "nct", perturb_turns: str = "final") -> AuditResult:
+          effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
+          perturb_turns: str = "final") -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
     t_start = time.perf_counter()
@@ -665,13 +673,21 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     built, skipped = make_conditions(original, [n for n in names if n not in conds], seed=settings.seed,
                                      on_unavailable=on_unavailable, progress=progress,
                                      store=None if out is None else Path(out) / "conditions",
-                                     turns=perturb_turns, **(perturb_options or {}))
+                                     workers=perturb_workers, turns=perturb_turns, **(perturb_options or {}))
     conds = {**built, **conds}
     conds = {n: conds[n] for n in [*names, *[c for c in conds if c not in names]] if n in conds}
     if not conds:
         raise AuditError("no condition to audit (perturbations): every requested perturbation was skipped "
                          f"or none was requested; skipped: {skipped or 'none'}")
     store = _open_cache(cache, out)
+    engine_reports = {}
+    if engine is not None:  # an engine only fills the cache; the scoring below then reads it
+        if store is None:
+            raise AuditError("an engine fills the score cache (engine): pass cache= or out=")
+        for sc in scorer_objs:
+            rep = engine.fill(sc, original, conds, store, progress=progress)
+            engine_reports[sc.name] = {"units": rep.units, "committed": rep.committed, "computed": rep.computed,
+                                       "seconds": rep.seconds}
 
     all_items, score_counts = [], {}
     for sc in tqdm(scorer_objs, desc="score", disable=not progress or len(scorer_objs) < 2, leave=False):
@@ -736,6 +752,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "cache": str(getattr(store, "path", store)) if store is not None else None,
+        "engine": {**engine.describe(), "by_model": engine_reports} if engine is not None else {"name": "in-process"},
         "warnings": warn,
         "versions": package_versions(),
         "wall_seconds": round(time.perf_counter() - t_start, 2),

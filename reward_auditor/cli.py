@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'DATA_SUFFIXES',
-           'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'build_parser',
-           'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers',
-           'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
-           'cmd_protocol', 'cmd_meta', 'cmd_models', 'quiet_bars', 'main']
+__all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS',
+           'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error', 'error_line', 'example_path',
+           'build_parser', 'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax',
+           'make_scorers', 'make_endpoint_scorer', 'make_engine', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
+           'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_models',
+           'quiet_bars', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -195,6 +196,8 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     group_weights=None, effect_ci="nct", perturb_turns="final")
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
+EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_batches", "endpoint",
+                     "endpoint_concurrency", "endpoint_timeout", "api_key_env")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -254,6 +257,19 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reduction", choices=["sum", "mean"], default=S, help="DPO log-prob reduction (default sum)")
     g.add_argument("--trust-remote-code", action="store_true", default=S,
                    help="allow a model's own code from its folder or hub repo")
+    g.add_argument("--endpoint", default=S, metavar="URL",
+                   help="score with a model served by vLLM at this URL, e.g. http://host:8000: a reward model via "
+                        "/classify, or with --kind judge a generative judge via /v1/completions")
+    g.add_argument("--endpoint-model", default=S, metavar="NAME",
+                   help="served model name at --endpoint (default: the only one served)")
+    g.add_argument("--endpoint-tokenizer", default=S, metavar="DIR",
+                   help="tokenizer folder or hub id for --endpoint (default: the served model's name)")
+    g.add_argument("--endpoint-concurrency", type=_positive_int("endpoint concurrency"), default=S,
+                   help="requests in flight at most (default 4)")
+    g.add_argument("--endpoint-timeout", type=float, default=S, help="seconds per request before a retry (default 60)")
+    g.add_argument("--api-key-env", default=S, metavar="VAR",
+                   help="environment variable holding the endpoint's API key (default REWARD_AUDITOR_API_KEY); "
+                        "the key itself is never written anywhere")
     g.add_argument("--load-in", choices=["8bit", "4bit"], default=S,
                    help="load the model quantized with bitsandbytes (CUDA only; pip install 'reward_auditor[quant]')")
     g = p.add_argument_group("statistics")
@@ -286,6 +302,18 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-report", dest="report", action="store_false", default=S, help="skip the HTML report")
     g.add_argument("--by", choices=["model", "subset", "turns"], default=S,
                    help="report grouping (default model); turns: split every subset into single- and multi-turn items")
+    g = p.add_argument_group("execution (how scores are computed; never changes a number)")
+    g.add_argument("--engine", choices=["local", "ray"], default=S,
+                   help="local (default): score in this process; ray: fill the score cache on a Ray cluster first")
+    g.add_argument("--address", default=S,
+                   help="Ray cluster to join: 'auto' (a running cluster) or ray://host:port (default: start a local one)")
+    g.add_argument("--workers", type=_positive_int("workers"), default=S,
+                   help="processes that perturb (default: the CPU count) and, with --engine ray, scoring actors "
+                        "(default 1)")
+    g.add_argument("--gpus-per-worker", type=float, default=S,
+                   help="GPUs per Ray actor; fractions share a GPU between small models (default 0)")
+    g.add_argument("--unit-batches", type=_positive_int("unit batches"), default=S,
+                   help="model batches per unit of work, the grain of commits and retries (default 4)")
 
 
 def _diagnostic_out(p: argparse.ArgumentParser) -> None:
@@ -437,6 +465,8 @@ def resolve_audit_args(given: dict) -> dict:
             raise CLIError(f"nothing to resume: {f} does not exist; start the run without --resume", "--resume")
         saved = json.loads(f.read_text())
         for k, v in given.items():
+            if k in EXECUTION_OPTIONS:
+                continue  # how the scores are computed may change between runs; what is computed may not
             if k in saved and k != "out" and saved[k] != v:
                 raise CLIError(f"--{k.replace('_', '-')} {v!r} differs from the saved run's {saved[k]!r}; drop it "
                                f"to resume, or use a new --out", str(f))
@@ -445,7 +475,7 @@ def resolve_audit_args(given: dict) -> dict:
         args["perturbations"] = "none"  # a file's conditions are the audit; built-ins only when asked for
     if not args.get("data") and not args.get("conditions"):
         raise CLIError("no data given: pass --data FILE (or 'sample') or --conditions FILE", "--data")
-    if not args["model"] and not args["scorer"]:
+    if not args["model"] and not args["scorer"] and not args.get("endpoint"):
         raise CLIError("no scorer given: pass --model DIR_OR_HUB_ID and/or --scorer overlap|length|noise|FILE",
                        "--model/--scorer")
     return args
@@ -566,12 +596,50 @@ def make_scorers(args: dict) -> list:
             if not is_input_error(e):
                 raise
             raise CLIError(cli_syntax(" ".join(str(e).split())), "--model") from e
+    if args.get("endpoint"):
+        out.append(make_endpoint_scorer(args))
     names = [s.name for s in out]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
         raise CLIError(f"two scorers are both called {dup!r}: name them, e.g. --model {dup}-a=PATH "
                        f"--model {dup}-b=OTHER_PATH", "--model/--scorer")
     return out
+
+
+def make_endpoint_scorer(args: dict):
+    "The endpoint scorer of --endpoint and its options (the API key stays in its environment variable)."
+    from reward_auditor.endpoints import API_KEY_ENV, EndpointJudgeScorer, EndpointRewardScorer
+    kind = args.get("kind")
+    if kind not in (None, "discriminative", "rm", "classifier", "seq-cls", "judge", "generative"):
+        raise CLIError(f"--endpoint scores reward models (/classify) and judges (--kind judge, /v1/completions); "
+                       f"--kind {kind} is not available over HTTP", "--kind")
+    cls = EndpointJudgeScorer if kind in ("judge", "generative") else EndpointRewardScorer
+    kw = {k: args[k] for k in ("batch_size", "max_length") if args.get(k) is not None}
+    try:
+        return cls(args["endpoint"], model=args.get("endpoint_model"),
+                                    tokenizer=args.get("endpoint_tokenizer"),
+                                    concurrency=args.get("endpoint_concurrency") or 4,
+                                    timeout=args.get("endpoint_timeout") or 60.0,
+                                    api_key_env=args.get("api_key_env") or API_KEY_ENV, **kw)
+    except Exception as e:
+        if not is_input_error(e):
+            raise
+        raise CLIError(" ".join(str(e).split()), "--endpoint") from e
+
+
+
+# %% ../nbs/10_cli.ipynb #26f88b30
+def make_engine(args: dict):
+    "The engine of --engine (None for the plain in-process path); a missing Ray extra is a one-line CLI error."
+    name = args.get("engine") or "local"
+    if name == "local":
+        return None
+    from reward_auditor.engines import EngineError, make_engine as _make
+    try:
+        return _make(name, address=args.get("address"), workers=args.get("workers") or 1,
+                     gpus_per_worker=args.get("gpus_per_worker") or 0.0, unit_batches=args.get("unit_batches") or 4)
+    except EngineError as e:
+        raise CLIError(str(e), "--engine") from None
 
 # %% ../nbs/10_cli.ipynb #ab1330a3
 def _progress(ns) -> bool:
@@ -643,7 +711,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
                        two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
-                       effect_ci=args.get("effect_ci", "nct"),
+                       effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
+                       perturb_workers=args.get("workers") or os.cpu_count(),
                        perturb_turns=args.get("perturb_turns") or "final")
     rendered = None
     if args.get("report", True):

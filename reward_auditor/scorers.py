@@ -130,9 +130,27 @@ class PointwiseScorer(Scorer):
 
     def _iter_scores(self, items: list[tuple[str, str]], progress: bool) -> Iterator[tuple[list[int], np.ndarray]]:
         "Yield (indices into items, rewards) in chunks; each chunk is committed to the cache at once."
-        for i in range(0, len(items), self.commit_every):
-            idx = list(range(i, min(i + self.commit_every, len(items))))
+        for idx in PointwiseScorer.plan_chunks(self, items):
             yield idx, np.asarray(self._score_items([items[j] for j in idx]), dtype=float)
+
+    def cache_keys(self, item) -> list[tuple[str, ...]]:
+        "The cache keys one item of `pair_items` is stored under."
+        return [item]
+
+    def pair_items(self, frame) -> list[tuple[str, str]]:
+        "The unique (prompt, response) items `score_pairs` needs for a frame, in the order it scores them."
+        frame = _frame_of(frame)
+        hist = history_of(frame)
+        return list(dict.fromkeys(_items(frame["prompt"].tolist() * 2, frame["chosen"].tolist() + frame["rejected"].tolist(),
+                                         hist * 2 if any(hist) else None)))
+
+    def plan_chunks(self, todo: list) -> list[list[int]]:
+        "Indices into `todo` grouped exactly as the local path scores them (one chunk = one call to the model)."
+        return [list(range(i, min(i + self.commit_every, len(todo)))) for i in range(0, len(todo), self.commit_every)]
+
+    def score_chunk(self, items: list) -> tuple[list[tuple[str, ...]], list[float]]:
+        "Score one planned chunk as the local path would → (cache keys, values)."
+        return list(items), [float(v) for v in np.asarray(self._score_items(list(items)), dtype=float)]
 
     def score_texts(self, prompts: Sequence[str], responses: Sequence[str], cache=None,
                     progress: bool = True, histories: Sequence | None = None) -> np.ndarray:
@@ -708,13 +726,17 @@ class HFScorer(PointwiseScorer):
         pos = (mask.cumsum(1) - 1).clamp(min=0)
         return ids.to(self.device), mask.to(self.device), pos.to(self.device)
 
-    def _run(self, seqs: list[list[int]], metas: list, progress: bool, desc: str | None = None
-             ) -> Iterator[tuple[list[int], list[float]]]:
+    def plan_batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        "The batch plan of the local path: which sequences (by index) go through the model together, in order."
+        return length_batches(lengths, self.batch_size, self.max_batch_tokens)
+
+    def _run(self, seqs: list[list[int]], metas: list, progress: bool, desc: str | None = None,
+             batches: list[list[int]] | None = None) -> Iterator[tuple[list[int], list[float]]]:
         "Score sequences in length-sorted batches; yields (indices, values) per batch; halves the batch on OOM."
         import torch
         from tqdm.auto import tqdm
         lengths = [len(s) for s in seqs]
-        batches = length_batches(lengths, self.batch_size, self.max_batch_tokens)
+        batches = self.plan_batches(lengths) if batches is None else batches
         self.last_report["padding_waste"] = round(padding_waste(lengths, batches), 4)
         self.last_report["tokens"] = int(sum(lengths))
         self.last_report["batches"] = len(batches)
@@ -748,7 +770,8 @@ class HFScorer(PointwiseScorer):
             bar.close()
         self.last_report["final_batch_size"] = limit
 
-    def _iter_scores(self, items, progress):
+    def _encode_items(self, items) -> tuple[list[list[int]], list, int]:
+        "Token ids (cut to max_length, oldest turns left out first), per-item metadata and the number of truncated items."
         seqs, metas, truncated, turns_dropped, items_cut = [], [], 0, 0, 0
         for item in items:
             ids, n_prompt, dropped = self._encode_fitting(item)
@@ -758,6 +781,22 @@ class HFScorer(PointwiseScorer):
             truncated += len(cut) < len(ids)
             seqs.append(cut)
             metas.append(max(1, n_prompt - removed) if self.truncation_side == "left" else min(n_prompt, len(cut)))
+        self._history_cut = (turns_dropped, items_cut)
+        return seqs, metas, truncated
+
+    def plan_chunks(self, todo: list) -> list[list[int]]:
+        "One chunk per model batch of the local path (tokenized exactly as `_iter_scores` does)."
+        return self.plan_batches([len(s) for s in self._encode_items(todo)[0]])
+
+    def score_chunk(self, items: list) -> tuple[list, list[float]]:
+        "Score one planned batch as a single padded batch, rows in the given order (no re-planning)."
+        seqs, metas, _ = self._encode_items(items)
+        vals = [v for _, vs in self._run(seqs, metas, False, batches=[list(range(len(seqs)))]) for v in vs]
+        return list(items), [float(v) for v in vals]
+
+    def _iter_scores(self, items, progress):
+        seqs, metas, truncated = self._encode_items(items)
+        turns_dropped, items_cut = self._history_cut
         self.last_report["truncated"] = truncated
         if items_cut:
             self.last_report.update(history_messages_dropped=turns_dropped, history_items_cut=items_cut)
@@ -969,6 +1008,29 @@ class JudgeScorer(HFScorer):
             res.append([sum(float(lsm[j, t]) for j, t in enumerate(v)) for v in variants])
         return res
 
+    def cache_keys(self, item) -> list[tuple[str, ...]]:
+        "A presentation is stored under two keys: its z and its tie mass."
+        return [(*item, "z"), (*item, "tie")]
+
+    def pair_items(self, frame) -> list[tuple[str, str, str]]:
+        "The unique (prompt, A, B) presentations `score_pairs` needs (both orders), in its order."
+        frame = _frame_of(frame)
+        hk = [history_key(h) for h in history_of(frame)]
+        fwd = [t + ((k,) if k else ()) for t, k in zip(zip(frame["prompt"], frame["chosen"], frame["rejected"]), hk)]
+        rev = [t + ((k,) if k else ()) for t, k in zip(zip(frame["prompt"], frame["rejected"], frame["chosen"]), hk)]
+        return list(dict.fromkeys(fwd + rev))
+
+    def plan_chunks(self, todo: list) -> list[list[int]]:
+        "Presentations sorted longest first (stable), cut into the commit_every chunks `presentation_scores` makes."
+        order = sorted(range(len(todo)), key=lambda i: -sum(map(len, todo[i])))
+        return [order[i:i + self.commit_every] for i in range(0, len(order), self.commit_every)]
+
+    def score_chunk(self, items: list) -> tuple[list, list[float]]:
+        "z and tie mass of one planned chunk → (keys, values) as `score_pairs` stores them."
+        items = list(items)
+        (_, zv, tv), = list(self.presentation_scores(items))
+        return [(*p, "z") for p in items] + [(*p, "tie") for p in items], [float(v) for v in [*zv, *tv]]
+
     def presentation_scores(self, presentations: list[tuple[str, str, str]]
                             ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
         "Yield (indices, z = l_A − l_B, tie mass) per chunk of (prompt, A, B) presentations."
@@ -1032,7 +1094,7 @@ class JudgeScorer(HFScorer):
                     z[p], tie[p] = zv, tv
         todo = [p for p in pres if z[p] is None]
         # sort by length so chunks batch well; commit each chunk
-        todo.sort(key=lambda p: -sum(map(len, p)))
+        todo = [todo[i] for c in self.plan_chunks(todo) for i in c]
         self.last_report = {}
         bar = tqdm(total=len(todo), desc=self.name, disable=not progress or len(todo) < 2, leave=False)
         for idx, zv, tv in self.presentation_scores(todo):

@@ -482,7 +482,7 @@ def _count_nonlinear(d: np.ndarray, keep: np.ndarray, statistic: str, alternativ
     return count
 
 # %% ../nbs/01_stats.ipynb #cd4c80b4
-EXACT_AUTO_N0 = 20            # enumerate every sign pattern up to N0 = 20 (STATS §4.3)
+EXACT_AUTO_N0 = 20            # enumerate every sign pattern up to N0 = 20 (see "When to enumerate")
 _NONLINEAR_BUDGET = 1 << 26   # sorted items an automatic exact median / trimmed mean may spend
 
 
@@ -537,7 +537,7 @@ def signflip_tests(D, *, B: int = 10_000, statistic: str = "mean", alternative: 
     for k in range(K):
         if n0[k] == 0:
             is_exact[k] = True
-        elif exact is True or (exact == "auto" and auto_exact(n0[k], B, statistic, n[k])):  # STATS §4.3
+        elif exact is True or (exact == "auto" and auto_exact(n0[k], B, statistic, n[k])):  # the enumeration rule above
             lim = _EXACT_MAX if statistic in _LINEAR else _HEAD
             if n0[k] > lim:
                 raise StatsError(f"exact enumeration of 2^{n0[k]} sign patterns (column {names[k] if names else k})"
