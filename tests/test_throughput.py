@@ -1,0 +1,92 @@
+"""Throughput changes keep every number: the sign-flip kernel's counts and p-values are bitwise those of the
+previous matrix-product kernel (a frozen copy below), batch plans and token ids are reproducible."""
+import numpy as np
+import pytest
+
+from reward_auditor import stats
+from reward_auditor.stats import sign_words, words_to_bits
+
+_BLOCK = 512
+
+
+def previous_mc_count_linear(V, alternative, B, seed, chunk=None):
+    "The Monte Carlo kernel as it was before byte tables (float32 0/1 matrix product), frozen for comparison."
+    n, K = V.shape
+    npad = 64 * ((n + 63) // 64)
+    Vp = np.zeros((npad, K), np.float64)
+    Vp[:n] = V
+    V32 = Vp.astype(np.float32)
+    colsum = Vp.sum(axis=0)
+    absum = np.abs(Vp).sum(axis=0)
+    t_obs = colsum.copy()
+    sgn = -1.0 if alternative == "less" else 1.0
+    obs = np.abs(t_obs) if alternative == "two-sided" else sgn * t_obs
+    thr = obs - 1e-12 * np.maximum(1.0, absum)
+    depth = min(_BLOCK, npad)
+    bound = 2.0 * 1.5 * (depth + 2) * 2.0 ** -24 * absum + 1e-300
+    counts = np.zeros(K, np.int64)
+    buf = None
+    for words in sign_words(seed, B, n, chunk):
+        bits = words_to_bits(words)
+        if buf is None or buf.shape[0] < bits.shape[0]:
+            buf = np.empty(bits.shape, np.float32)
+        bf = buf[: bits.shape[0]]
+        np.copyto(bf, bits, casting="unsafe")
+        U = np.zeros((bf.shape[0], K))
+        for s in range(0, npad, _BLOCK):
+            U += bf[:, s:s + _BLOCK] @ V32[s:s + _BLOCK]
+        T = 2.0 * U - colsum
+        stat = np.abs(T) if alternative == "two-sided" else sgn * T
+        gap = stat - thr
+        counts += np.count_nonzero(gap >= bound, axis=0)
+        near = np.abs(gap) < bound
+        if near.any():
+            rows, cols = np.nonzero(near)
+            for k in np.unique(cols):
+                r = rows[cols == k]
+                T64 = (bits[r].astype(np.float64) * 2 - 1) @ Vp[:, k]
+                st = np.abs(T64) if alternative == "two-sided" else sgn * T64
+                counts[k] += int(np.count_nonzero(st >= thr[k]))
+    return counts
+
+
+def _weights(rng, trial, n, K):
+    kind = trial % 5
+    if kind == 0:
+        return rng.normal(size=(n, K))
+    V = rng.integers(-3, 4, size=(n, K)).astype(float)           # many exact ties
+    if kind == 2:
+        V[: n // 2] = 0.0                                          # zero differences
+    if kind == 3:
+        V = np.round(V * 0.1, 1)                                   # decimal grid (inexact in binary)
+    if kind == 4:
+        V = rng.normal(size=(n, K)) * 10.0 ** rng.integers(-6, 6, size=(1, K))
+    return V
+
+
+@pytest.mark.parametrize("alternative", ["greater", "less", "two-sided"])
+def test_kernel_counts_equal_previous(alternative):
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        n, K, B = int(rng.integers(2, 700)), int(rng.integers(1, 5)), int(rng.integers(1, 2500))
+        V = _weights(rng, trial, n, K)
+        chunk = None if trial % 3 else int(rng.integers(1, 300))
+        np.testing.assert_array_equal(stats._mc_count_linear(V, alternative, B, trial, chunk),
+                                      previous_mc_count_linear(V, alternative, B, trial, chunk))
+
+
+def test_family_p_values_bitwise_equal(monkeypatch):
+    rng = np.random.default_rng(5)
+    N = 400
+    D = np.column_stack([rng.normal(0.02 * k, 0.2, N) for k in range(6)])
+    D[rng.random(D.shape) < 0.2] = 0.0
+    D[rng.random(D.shape) < 0.02] = np.nan
+    for statistic in ("mean", "t", "signed_rank"):
+        for cols in ([0], [1, 2], list(range(6))):
+            for alt in ("greater", "two-sided"):
+                new = stats.signflip_tests(D[:, cols], B=3000, seed=7, statistic=statistic, alternative=alt)
+                with monkeypatch.context() as m:
+                    m.setattr(stats, "_mc_count_linear", previous_mc_count_linear)
+                    old = stats.signflip_tests(D[:, cols], B=3000, seed=7, statistic=statistic, alternative=alt)
+                np.testing.assert_array_equal(new.n_exceed, old.n_exceed)
+                assert new.pvalue.tobytes() == old.pvalue.tobytes()
