@@ -36,8 +36,8 @@ __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS'
            'lexnames_text', 'build_wordnet_folder', 'wordnet_reader', 'nltk_data_dirs', 'WordNetLite', 'wordnet_lite',
            'wordnet_resources', 'synonym_candidates', 'synonym_transformation', 'SynonymTransformation',
            'prose_sentences', 'length_template', 'is_structured', 'structure', 'structured_presentation', 'unstructure',
-           'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces', 'ModelRewrite', 'Condition',
-           'perturb', 'condition_from_frame', 'conditions_from_file']
+           'DataSizedMemo', 'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces',
+           'ModelRewrite', 'Condition', 'perturb', 'condition_from_frame', 'conditions_from_file']
 
 # %% ../nbs/03_perturbations.ipynb #b6b818ac
 class PerturbationError(ValueError):
@@ -998,6 +998,36 @@ register(structured_presentation, name="SP", side="response", group="stylized", 
          description="structured presentation: rule-based Markdown layout (certified: same words)")
 
 # %% ../nbs/03_perturbations.ipynb #0e3dcc58
+class DataSizedMemo:
+    "A least-recently-used memo of a pure function whose capacity grows to the largest batch it was fitted to."
+
+    def __init__(self, fn: Callable, capacity: int = 8192):
+        from collections import OrderedDict
+        self.fn, self.capacity, self.hits, self.misses = fn, int(capacity), 0, 0
+        self._d: OrderedDict = OrderedDict()
+        self.__doc__, self.__name__, self.__wrapped__ = fn.__doc__, fn.__name__, fn
+
+    def fit(self, n: int) -> None:
+        "Make room for at least `n` entries (capacity never shrinks)."
+        self.capacity = max(self.capacity, int(n))
+
+    def __call__(self, *args):
+        d = self._d
+        if args in d:
+            self.hits += 1
+            d.move_to_end(args)
+            return d[args]
+        self.misses += 1
+        out = d[args] = self.fn(*args)
+        while len(d) > self.capacity:
+            d.popitem(last=False)
+        return out
+
+    def cache_clear(self) -> None:
+        self._d.clear()
+        self.hits = self.misses = 0
+
+# %% ../nbs/03_perturbations.ipynb #955ae119
 _EMPHASIS_RE = re.compile(r"\*{1,3}|_{2,3}")
 _PH_RE = re.compile(r"⟦(\d+)⟧")
 _PAIR_LANG = {"spa": "es", "fra": "fr", "fre": "fr", "deu": "de", "ger": "de", "zho": "zh", "cat": "es"}
@@ -1034,7 +1064,7 @@ def translation_plan(text: str, skip_lines: Iterable[int] = ()) -> tuple[list, l
     return pieces, units, hidden
 
 
-@lru_cache(maxsize=8192)
+@DataSizedMemo
 def _plan(text: str, skip_lines: tuple[int, ...] = ()) -> tuple[list, list[str], list[list[str]]]:
     "`translation_plan`, remembered (LC and SLC plan the same texts); callers must not modify the result."
     return translation_plan(text, skip_lines)
@@ -1082,6 +1112,8 @@ class Translation(Perturbation):
         _check_rate(self.name, rate)
         tr = self.translator(pair, translator)
         lang = _PAIR_LANG.get(pair.split("-")[-1].split("_")[0], "en")
+        _plan.fit(3 * len(texts))           # a text's own plan and both layouts' plans, kept for the other of LC/SLC
+        Translation._units.fit(len(texts))
         plans = []
         for t, r in zip(texts, rngs):
             if _skip_item(rate, r):
@@ -1111,7 +1143,7 @@ class Translation(Perturbation):
         return res
 
     @staticmethod
-    @lru_cache(maxsize=8192)
+    @DataSizedMemo
     def _units(text: str, lang: str) -> tuple[str, ...]:
         "Sentence units of `text` as LC and as SLC would send them (the SLC heading is never translated)."
         laid, changed = structure(text, np.random.default_rng(0), lang=lang)

@@ -90,3 +90,36 @@ def test_family_p_values_bitwise_equal(monkeypatch):
                     old = stats.signflip_tests(D[:, cols], B=3000, seed=7, statistic=statistic, alternative=alt)
                 np.testing.assert_array_equal(new.n_exceed, old.n_exceed)
                 assert new.pvalue.tobytes() == old.pvalue.tobytes()
+
+
+class _Stub:
+    "A translator that upper-cases each segment (stands in for apertium; counts what it is sent)."
+    def __init__(self):
+        self.sent = 0
+
+    def translate(self, segments):
+        self.sent += len(segments)
+        return [s.upper() for s in segments]
+
+    def resources(self):
+        return {"backend": "stub"}
+
+
+def test_lc_slc_plans_are_never_redone_above_the_old_cache_size():
+    from reward_auditor import perturbations as P
+    P._plan.cache_clear()
+    P.Translation._units.cache_clear()
+    n = 9000                                      # above the previous fixed memo size of 8192
+    texts = [f"Answer {i} says the list is sorted. Then it prints item {i}!" for i in range(n)]
+    rngs = lambda: [np.random.default_rng(i) for i in range(n)]
+    tr = _Stub()
+    lc = P.registry["LC"].apply_many(texts, rngs(), translator=tr)
+    units_misses, plan_misses = P.Translation._units.misses, P._plan.misses
+    assert units_misses == n                                    # every text's units computed once
+    slc = P.registry["SLC"].apply_many(texts, rngs(), translator=tr)
+    assert P.Translation._units.misses == units_misses          # SLC finds every unit list LC made
+    assert P.Translation._units.hits >= n
+    # SLC's own layouts are the only new plans (one per text at most)
+    assert P._plan.misses - plan_misses <= n
+    lc2 = P.registry["LC"].apply_many(texts, rngs(), translator=tr)
+    assert P.Translation._units.misses == units_misses and lc2 == lc and slc != lc
