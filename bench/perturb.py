@@ -65,6 +65,17 @@ class StubTranslator:
         return {"backend": "stub"}
 
 
+def distinct_texts(n: int, source: str) -> list[str]:
+    "2n distinct answers: the source's answers cycled, each repeat made distinct by a closing sentence."
+    try:
+        df = items(n, source)
+    except SystemExit:
+        df = items(2000, source)
+    base = df["chosen"].tolist() + df["rejected"].tolist()
+    return [t if k < len(base) else f"{t} This is variant {k // len(base)}."
+            for k, t in ((k, base[k % len(base)]) for k in range(2 * n))]
+
+
 def slc_scaling(source: str, sizes=(1000, 10000)) -> None:
     """SLC per item after LC on the same texts, as an audit runs them: the data-sized memos against the previous
     fixed LRU memos of 8192 entries (rebuilt here around the same pure functions)."""
@@ -80,11 +91,7 @@ def slc_scaling(source: str, sizes=(1000, 10000)) -> None:
         new_plan.cache_clear(); new_units.__func__.cache_clear()
     res = {}
     for n in sizes:
-        try:
-            df = items(n, source)
-        except SystemExit:
-            df = items(n, "sample")
-        texts = df["chosen"].tolist() + df["rejected"].tolist()
+        texts = distinct_texts(n, source)
         for label, setup in (("previous LRU 8192", old_memos), ("data-sized memo", new_memos)):
             setup()
             rngs = lambda: [np.random.default_rng(i) for i in range(len(texts))]
