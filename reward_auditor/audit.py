@@ -260,6 +260,12 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
     "Margins (and rewards, when the scorer gives them) of one scorer on `orig` and every condition → (items, counts)."
     from tqdm import tqdm
     cols = ["id", "subset", "prompt", "chosen", "rejected"]
+    # model scorers tokenize the next condition's changed texts in the background while this one is scored
+    prefetch = getattr(scorer, "prefetch", None) or (lambda frame, cache=None: 0)
+    todo = [c.frame.loc[c.frame["changed"].to_numpy(bool), cols] for c in conditions.values()]
+    todo = [f for f in todo if len(f)]
+    if todo:
+        prefetch(todo[0], cache=cache)
     base = scorer.score_pairs(original[cols], cache=cache, progress=progress)
     counts = {"orig": _counts(scorer)}
     base = base.assign(id=base["id"].astype(str)).set_index("id")
@@ -274,6 +280,9 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
         before = base.reindex(ids)[keep]
         after = before.copy()  # an unchanged item keeps its original scores: its difference is exactly 0
         if changed.any():
+            todo = todo[1:]
+            if todo:
+                prefetch(todo[0], cache=cache)
             res = scorer.score_pairs(f.loc[changed, cols], cache=cache, progress=progress)
             res = res.assign(id=res["id"].astype(str)).set_index("id")
             after.loc[changed, keep] = res.reindex(ids[changed])[keep].to_numpy(float)
@@ -588,7 +597,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "models": {sc.name: {"kind": str(getattr(sc, "kind", "")), "fingerprint": sc.fingerprint,
                              "description": ((type(sc).__doc__ or "").strip().splitlines() or [""])[0],
                              "spec": str(getattr(sc, "spec", sc.name)),
-                             **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {})}
+                             **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {}),
+                             **({"batching": _jsonable(sc.batching())} if hasattr(sc, "batching") else {})}
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "cache": str(getattr(store, "path", store)) if store is not None else None,

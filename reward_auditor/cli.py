@@ -109,9 +109,9 @@ def _margin(s: str):
 AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
-    cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
+    cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True)
-MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction")
+MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction")
 RUN_FILE = "run.json"
 
 
@@ -148,7 +148,10 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
     g.add_argument("--dtype", default=S, help="float32, bfloat16, float16 (default: by device)")
     g.add_argument("--batch-size", type=_positive_int("batch size"), default=S,
-                   help="pairs scored per forward pass (default: by model and device)")
+                   help="at most this many texts per forward pass (default: as many as the token budget allows)")
+    g.add_argument("--max-batch-tokens", type=_positive_int("max batch tokens"), default=S,
+                   help="padded tokens per forward pass (default: from the device's free memory and the model's "
+                        "size; the manifest records the budget used, pass it here to reproduce a run's batches)")
     g.add_argument("--max-length", type=_positive_int("max length"), default=S,
                    help="truncate inputs to this many tokens (default: the model's limit)")
     g.add_argument("--reference", default=S, help="reference model for --kind dpo (omit: reference-free)")

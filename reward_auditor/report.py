@@ -81,6 +81,12 @@ def header_html(result: AuditResult) -> str:
             ("scores", f"{m.get('scores', {}).get('computed', '?')} computed, "
                        f"{m.get('scores', {}).get('cached', '?')} from the cache"),
             ("run time", f"{m.get('wall_seconds', '?')} s (audit only)")]
+    batching = [f"{k}: {v['batching'].get('token_budget')} tokens per batch"
+                + (f", at most {v['batching']['batch_size']} rows" if v["batching"].get("batch_size") else "")
+                + f" ({v['batching'].get('budget_source')}; {v['batching'].get('device')})"
+                for k, v in m.get("models", {}).items() if isinstance(v.get("batching"), dict)]
+    if batching:
+        rows.insert(-1, ("batching", "; ".join(batching)))
     body = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{esc(k)}</th><td style='text-align:left'>"
                    f"{esc(v)}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"

@@ -123,3 +123,75 @@ def test_lc_slc_plans_are_never_redone_above_the_old_cache_size():
     assert P._plan.misses - plan_misses <= n
     lc2 = P.registry["LC"].apply_many(texts, rngs(), translator=tr)
     assert P.Translation._units.misses == units_misses and lc2 == lc and slc != lc
+
+
+# --- batch plans in tokens and tokenizing ahead -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import torch
+    from tiny_models import tiny_lm, tiny_rm
+    torch.set_num_threads(1)
+    d = tmp_path_factory.mktemp("tput")
+    return {"rm": tiny_rm(d / "rm"), "rm_bos": tiny_rm(d / "rm_bos", add_bos=True, seed=7),
+            "policy": tiny_lm(d / "policy", seed=1)}
+
+
+def _pairs(n=40, seed=0):
+    import pandas as pd
+    rng = np.random.default_rng(seed)
+    words = "the capital of france is paris and a binary search works on a sorted list of numbers".split()
+    txt = lambda lo, hi: " ".join(rng.choice(words, rng.integers(lo, hi)))
+    return pd.DataFrame({"id": [f"i{k}" for k in range(n)], "subset": "chat",
+                         "prompt": [txt(3, 15) + "?" for _ in range(n)],
+                         "chosen": [txt(2, 60) for _ in range(n)], "rejected": [txt(1, 40) for _ in range(n)]})
+
+
+@pytest.mark.parametrize("which,kind", [("rm", None), ("rm_bos", None), ("policy", "dpo")])
+def test_tokenizing_ahead_gives_the_same_ids_and_scores(tiny, which, kind):
+    from reward_auditor.scorers import load_scorer
+    frame, later = _pairs(30, 1), _pairs(20, 2)
+    serial = load_scorer(str(tiny[which]), kind=kind, batch_size=4)
+    serial.tokenize_ahead = False
+    ahead = load_scorer(str(tiny[which]), kind=kind, batch_size=4)
+    items = list(dict.fromkeys(zip(later["prompt"].tolist() * 2, later["chosen"].tolist() + later["rejected"].tolist())))
+    assert ahead.prefetch(later) == len(items) and serial.prefetch(later) == 0
+    assert ahead._encodings(items) == [serial._encode_item(p, r) for p, r in items]      # ids identical
+    ahead.prefetch(later)
+    a = serial.score_pairs(later, progress=False)
+    b = ahead.score_pairs(later, progress=False)
+    assert a["margin"].to_numpy().tobytes() == b["margin"].to_numpy().tobytes()
+    assert not ahead._pending                                                             # every encoding consumed
+
+
+def test_token_budget_plans_are_recorded_and_reproducible(tiny):
+    from reward_auditor.scorers import CPU_TOKEN_BUDGET, load_scorer, length_batches
+    frame = _pairs(60, 3)
+    auto = load_scorer(str(tiny["rm"]))
+    rec = auto.batching()
+    assert rec["token_budget"] == CPU_TOKEN_BUDGET and rec["batch_size"] is None and "CPU" in rec["budget_source"]
+    a = auto.score_pairs(frame, progress=False)
+    again = load_scorer(str(tiny["rm"]), max_batch_tokens=rec["token_budget"])
+    b = again.score_pairs(frame, progress=False)
+    assert a["margin"].to_numpy().tobytes() == b["margin"].to_numpy().tobytes()
+    assert auto.last_report["batches"] < 10                                # token-sized batches, not rows of 16
+    # the previous defaults, given explicitly, plan exactly as before
+    old = load_scorer(str(tiny["rm"]), batch_size=16, max_batch_tokens=65536)
+    lengths = [7, 300, 45, 45, 2, 90] * 7
+    assert old.plan_batches(lengths) == length_batches(lengths, 16, 65536)
+    assert old.batching()["budget_source"].startswith("given")
+
+
+def test_audit_records_batching_in_manifest_and_report_header(tiny, tmp_path):
+    from reward_auditor.audit import audit
+    from reward_auditor.report import header_html
+    from reward_auditor.scorers import load_scorer
+    frame = _pairs(24, 4)
+    rm = load_scorer(str(tiny["rm"]), max_batch_tokens=2048)
+    res = audit(frame, [rm], ["EF", "IU"], permutations=200, progress=False)
+    b = res.manifest["models"][rm.name]["batching"]
+    assert b["token_budget"] == 2048 and b["budget_source"].startswith("given")
+    assert "2048 tokens per batch" in header_html(res)
+    assert not rm._pending
