@@ -26,9 +26,9 @@ from . import plots
 # %% auto #0
 __all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html', 'header_html', 'findings',
            'findings_html', 'warnings_html', 'top_degraded', 'top_degraded_html', 'control_notes',
-           'subset_heterogeneity', 'manifest_html', 'kernel_name', 'template_path', 'RenderedReport', 'to_html',
-           'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic', 'render_diagnostic',
-           'frame_html']
+           'subset_heterogeneity', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path',
+           'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
+           'load_diagnostic', 'render_diagnostic', 'frame_html']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -281,6 +281,75 @@ def kernel_name() -> str:
     return KERNEL_NAME
 
 # %% ../nbs/09_report.ipynb #c9617308
+_SESSION = None  # the ReportSession whose kernel renders share, while one is open
+
+
+def _import_renderers() -> None:
+    "Import papermill and nbconvert, skipping jsonschema's optional IRI grammar (unused for notebooks, slow to build)."
+    if "papermill" in sys.modules and "nbconvert" in sys.modules:
+        return
+    block = "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules
+    if block:
+        sys.modules["rfc3987_syntax"] = None   # jsonschema then leaves the 'iri' formats unchecked
+    try:
+        import nbconvert  # noqa: F401
+        import papermill  # noqa: F401
+    finally:
+        if block and "rfc3987_syntax" in sys.modules and sys.modules["rfc3987_syntax"] is None:
+            del sys.modules["rfc3987_syntax"]
+
+
+class ReportSession:
+    "One report kernel for several renders: started on first use in a private empty folder, shut down on close."
+
+    def __init__(self):
+        self.km, self.work, self.renders = None, None, 0
+
+    def kernel(self):
+        "The shared kernel manager: started on the first render, its namespace reset before every later one."
+        if self.km is None or not self.km.is_alive():
+            from jupyter_client import KernelManager
+            self.work = Path(tempfile.mkdtemp(prefix="reward-auditor-kernel-"))
+            self.km = KernelManager(kernel_name=kernel_name())
+            self.km.start_kernel(cwd=str(self.work))
+        elif self.renders:
+            kc = self.km.client()
+            kc.start_channels()
+            try:
+                kc.wait_for_ready(timeout=60)
+                kc.execute_interactive("get_ipython().run_line_magic('reset', '-f')\n"
+                                       "import matplotlib.pyplot as _plt; _plt.close('all'); del _plt",
+                                       timeout=60, store_history=False)
+            finally:
+                kc.stop_channels()
+        self.renders += 1
+        return self.km
+
+    def close(self) -> None:
+        if self.km is not None:
+            self.km.shutdown_kernel(now=False)
+            self.km = None
+        if self.work is not None:
+            import shutil
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.work = None
+
+    def __enter__(self):
+        global _SESSION
+        self._outer, _SESSION = _SESSION, self
+        return self
+
+    def __exit__(self, *exc):
+        global _SESSION
+        _SESSION = self._outer
+        self.close()
+
+
+def report_session() -> ReportSession:
+    "Context manager: renders inside it share one kernel (`with report_session(): render(a); render(b)`)."
+    return ReportSession()
+
+# %% ../nbs/09_report.ipynb #0fa64d60
 def template_path(name: str) -> Path:
     "Path of a shipped template notebook."
     import reward_auditor
@@ -302,6 +371,7 @@ class RenderedReport:
 
 def to_html(notebook: str | Path, html_path: str | Path) -> Path:
     "Export an executed notebook to HTML without code cells, images embedded, no external scripts."
+    _import_renderers()
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
@@ -344,6 +414,7 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
 def execute_template(template: str, params: dict, out: str | Path, name: str, source: Any = None,
                      timeout: int = 600, progress: bool = False) -> RenderedReport:
     "Run a shipped template with papermill in a kernel of this Python → `<out>/<name>.ipynb` and `.html`."
+    _import_renderers()
     import papermill as pm
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -355,7 +426,8 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
     try:
         pm.execute_notebook(str(template_path(template)), str(nb_path), parameters=params,
                             kernel_name=kernel_name(), progress_bar=progress, cwd=str(out),
-                            execution_timeout=timeout, log_output=False)
+                            execution_timeout=timeout, log_output=False,
+                            **({"km": _SESSION.kernel()} if _SESSION is not None else {}))
     except pm.PapermillExecutionError as e:
         raise ReportError(f"report template {template} failed on {source or out} in cell {e.exec_count}: "
                           f"{e.ename}: {e.evalue} (executed notebook kept at {nb_path})") from e

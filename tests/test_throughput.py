@@ -195,3 +195,42 @@ def test_audit_records_batching_in_manifest_and_report_header(tiny, tmp_path):
     assert b["token_budget"] == 2048 and b["budget_source"].startswith("given")
     assert "2048 tokens per batch" in header_html(res)
     assert not rm._pending
+
+
+# --- reports: renderer imports and one kernel for several reports ------------------------------------------------
+
+def _normalized_outputs(nb_path):
+    import json
+    import re
+    import nbformat
+    nb = nbformat.read(str(nb_path), as_version=4)
+    outs = [[{k: v for k, v in o.items() if k not in ("execution_count", "metadata")} for o in c.get("outputs", [])]
+            for c in nb.cells if c.cell_type == "code"]
+    return json.loads(re.sub(r"T_[0-9a-f]{5}", "T_id", json.dumps(outs)))   # pandas Styler's random table ids
+
+
+def test_reports_rendered_in_one_session_equal_fresh_kernels(tmp_path):
+    pytest.importorskip("papermill")
+    from reward_auditor import report as R
+    from reward_auditor.audit import audit
+    run = tmp_path / "run"
+    audit("sample", ["length", "noise"], ["EF", "IU"], permutations=200, progress=False, out=run)
+    fresh = R.render(run, by="subset", out=tmp_path / "fresh", name="s").notebook
+    with R.report_session() as session:
+        R.render(run, by="model", out=tmp_path / "shared", name="m")
+        km = session.km
+        shared = R.render(run, by="subset", out=tmp_path / "shared", name="s").notebook
+        assert session.km is km and session.renders == 2            # one kernel start for both reports
+        work = session.work
+    assert session.km is None and not work.exists() and R._SESSION is None
+    assert _normalized_outputs(shared) == _normalized_outputs(fresh)
+
+
+def test_renderers_import_without_the_iri_grammar():
+    import subprocess
+    import sys
+    code = ("import sys\nfrom reward_auditor import report as R\nR._import_renderers()\n"
+            "assert 'papermill' in sys.modules and 'nbconvert' in sys.modules\n"
+            "assert 'rfc3987_syntax' not in sys.modules\nimport jsonschema\nprint('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
