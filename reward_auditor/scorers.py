@@ -488,7 +488,7 @@ def _is_oom(e: BaseException) -> bool:
     return isinstance(e, torch.cuda.OutOfMemoryError) or (isinstance(e, RuntimeError) and "out of memory" in str(e))
 
 # %% ../nbs/06_scorers.ipynb #6b9d4129
-CPU_TOKEN_BUDGET = 8192       # padded tokens per batch on a CPU: larger batches add memory traffic, not speed
+CPU_TOKEN_BUDGET = 2048       # padded tokens per batch on a CPU: larger batches add memory traffic, not speed
 GPU_MEMORY_SHARE = 0.6        # share of the free device memory (after loading) that activations may use
 MAX_TOKEN_BUDGET = 1 << 20
 
@@ -512,14 +512,14 @@ def auto_token_budget(model, device: str, max_length: int, logits: bool = False,
     import torch
     dev = torch.device(device)
     if dev.type != "cuda" or not torch.cuda.is_available():
-        return max(CPU_TOKEN_BUDGET, int(max_length)), f"fixed CPU budget ({dev.type})"
+        return CPU_TOKEN_BUDGET, f"fixed CPU budget ({dev.type})"
     free, _total = torch.cuda.mem_get_info(dev)
     dtype = dtype or next(model.parameters()).dtype
     eager = getattr(model.config, "_attn_implementation", "sdpa") == "eager"
     per = activation_bytes_per_token(model.config, torch.finfo(dtype).bits // 8, logits, max_length if eager else 0)
     raw = int(GPU_MEMORY_SHARE * free / per)
     budget = 1 << max(0, raw.bit_length() - 1) if raw > 0 else 0      # a power of two: stable across runs
-    budget = min(MAX_TOKEN_BUDGET, max(budget, int(max_length)))
+    budget = min(MAX_TOKEN_BUDGET, max(budget, 1024))     # a longer sequence still gets a batch of its own
     return budget, (f"{GPU_MEMORY_SHARE:.0%} of {free / 2**30:.1f} GiB free on {dev} / {per / 2**10:.0f} KiB per "
                     f"token, rounded down to a power of two")
 

@@ -176,7 +176,7 @@ def test_token_budget_plans_are_recorded_and_reproducible(tiny):
     again = load_scorer(str(tiny["rm"]), max_batch_tokens=rec["token_budget"])
     b = again.score_pairs(frame, progress=False)
     assert a["margin"].to_numpy().tobytes() == b["margin"].to_numpy().tobytes()
-    assert auto.last_report["batches"] < 10                                # token-sized batches, not rows of 16
+    assert max(map(len, auto.plan_batches([50] * 100))) == CPU_TOKEN_BUDGET // 50     # rows by tokens, not 16
     # the previous defaults, given explicitly, plan exactly as before
     old = load_scorer(str(tiny["rm"]), batch_size=16, max_batch_tokens=65536)
     lengths = [7, 300, 45, 45, 2, 90] * 7
