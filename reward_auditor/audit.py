@@ -598,6 +598,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                              "description": ((type(sc).__doc__ or "").strip().splitlines() or [""])[0],
                              "spec": str(getattr(sc, "spec", sc.name)),
                              **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {}),
+                             **({"tokenization": _jsonable(sc.tokenization())} if hasattr(sc, "tokenization") else {}),
                              **({"batching": _jsonable(sc.batching())} if hasattr(sc, "batching") else {})}
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},

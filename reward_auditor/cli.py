@@ -20,7 +20,7 @@ from typing import Any, Sequence
 __all__ = ['PROG', 'INPUT_ERRORS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError',
            'is_input_error', 'error_line', 'build_parser', 'resolve_audit_args', 'make_scorers', 'run_audit',
            'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
-           'cmd_protocol', 'cmd_meta', 'main']
+           'cmd_protocol', 'cmd_meta', 'cmd_models', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -110,8 +110,8 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
-    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True)
-MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction")
+    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True, load_in=None)
+MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
 
 
@@ -159,6 +159,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reduction", choices=["sum", "mean"], default=S, help="DPO log-prob reduction (default sum)")
     g.add_argument("--trust-remote-code", action="store_true", default=S,
                    help="allow a model's own code from its folder or hub repo")
+    g.add_argument("--load-in", choices=["8bit", "4bit"], default=S,
+                   help="load the model quantized with bitsandbytes (CUDA only; pip install 'reward_auditor[quant]')")
     g = p.add_argument_group("statistics")
     g.add_argument("--seed", type=int, default=S, help="seed for perturbations and sign flips (default 0)")
     g.add_argument("--permutations", "-B", type=_positive_int("permutations"), default=S,
@@ -291,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="correlation used throughout (default spearman)")
     m.add_argument("--seed", type=int, default=0, help="seed of the downstream permutation test (default 0)")
     _diagnostic_out(m)
+    mo = sub.add_parser("models", help="the reward-model families this version loads, what each needs, example ids")
+    _common(mo)
+    mo.add_argument("--json", action="store_true", help="print the registry as JSON")
     return p
 
 # %% ../nbs/10_cli.ipynb #34f19b68
@@ -520,9 +525,24 @@ def cmd_meta(ns) -> int:
                           seed=ns.seed), ns)
 
 
+def cmd_models(ns) -> int:
+    "Print the family registry: family, what loading needs, how it is read, example ids."
+    from reward_auditor.families import registry_table
+    rows = registry_table()
+    if ns.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['family']:<20} needs: {r['needs'] or 'nothing'}\n{'':<20} reads: {r['reads']} ({r['loads']})\n"
+              f"{'':<20} e.g.:  {r['examples']}")
+    print("\nAny other one-label *ForSequenceClassification loads as a plain classifier; register more families "
+          "with reward_auditor.families.register.")
+    return 0
+
+
 COMMANDS = {"demo": cmd_demo, "audit": cmd_audit, "perturb": cmd_perturb, "report": cmd_report,
             "heterogeneity": cmd_heterogeneity, "verifier-audit": cmd_verifier_audit, "protocol": cmd_protocol,
-            "meta": cmd_meta}
+            "meta": cmd_meta, "models": cmd_models}
 
 # %% ../nbs/10_cli.ipynb #16c72b34
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,10 +27,10 @@ from .cache import ScoreCache
 __all__ = ['PAIR_COLUMNS', 'CONTROLS', 'CPU_TOKEN_BUDGET', 'GPU_MEMORY_SHARE', 'MAX_TOKEN_BUDGET', 'JUDGE_TEMPLATE',
            'VERDICT_SPELLINGS', 'MODEL_KINDS', 'ScorerError', 'Scorer', 'PointwiseScorer', 'content_words',
            'ControlScorer', 'OverlapScorer', 'LengthScorer', 'NoiseScorer', 'CallableScorer', 'PrecomputedScorer',
-           'file_digest', 'folder_fingerprint', 'pick_device', 'pick_dtype', 'render_chat', 'encode_text',
-           'truncate_ids', 'length_batches', 'padding_waste', 'activation_bytes_per_token', 'auto_token_budget',
-           'BatchPlanner', 'HFScorer', 'DiscriminativeScorer', 'DPOScorer', 'judge_margin', 'JudgeScorer',
-           'detect_family', 'load_scorer']
+           'file_digest', 'folder_fingerprint', 'pick_device', 'pick_dtype', 'check_load_in', 'quantization_kwargs',
+           'render_chat', 'encode_text', 'truncate_ids', 'length_batches', 'padding_waste',
+           'activation_bytes_per_token', 'auto_token_budget', 'BatchPlanner', 'HFScorer', 'DiscriminativeScorer',
+           'DPOScorer', 'judge_margin', 'JudgeScorer', 'detect_family', 'load_scorer']
 
 # %% ../nbs/06_scorers.ipynb #0fb96269
 class ScorerError(ValueError):
@@ -425,6 +425,32 @@ def pick_dtype(dtype=None, device: str = "cpu"):
         raise ScorerError(f"dtype {dtype!r} is not one of float32, bfloat16, float16, float64")
     return getattr(torch, name)
 
+# %% ../nbs/06_scorers.ipynb #ead81793
+def check_load_in(load_in: str | None, device: str) -> str | None:
+    "Validate a quantized-loading request ('8bit', '4bit' or None) for a device."
+    if load_in is None:
+        return None
+    name = str(load_in).lower().removeprefix("int").removesuffix("-bit")
+    name = {"8": "8bit", "4": "4bit"}.get(name, name)
+    if name not in ("8bit", "4bit"):
+        raise ScorerError(f"load_in must be '8bit' or '4bit', not {load_in!r}")
+    if not str(device).startswith("cuda"):
+        raise ScorerError(f"load_in={name} needs a CUDA device (bitsandbytes quantization); this run uses {device!r}. "
+                          "Drop --load-in, or run on a GPU")
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError:
+        raise ScorerError(f"load_in={name} needs the bitsandbytes package: pip install 'reward_auditor[quant]'") from None
+    return name
+
+
+def quantization_kwargs(load_in: str, dtype, device: str) -> dict:
+    "from_pretrained keywords for bitsandbytes 8- or 4-bit loading on one CUDA device."
+    from transformers import BitsAndBytesConfig
+    q = (BitsAndBytesConfig(load_in_8bit=True) if load_in == "8bit" else
+         BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_type="nf4"))
+    return {"quantization_config": q, "device_map": {"": device}}
+
 # %% ../nbs/06_scorers.ipynb #346fb50c
 def render_chat(tokenizer, prompt: str, response: str | None = None, system: str | None = None) -> str:
     "The conversation as text via the chat template (or a plain layout); response None → generation prompt."
@@ -579,7 +605,7 @@ class BatchPlanner:
         "(ids, prompt tokens) per item: taken from the background encoder when announced, else encoded now."
         pending = self.__dict__.get("_pending") or {}
         if not pending:
-            return [self._encode_item(p, r) for p, r in items]
+            return [self._encode_item(*it) for it in items]
         out, missing = [None] * len(items), []
         for k, it in enumerate(items):
             fut = pending.pop(it, None)
@@ -619,7 +645,8 @@ class HFScorer(BatchPlanner, PointwiseScorer):
     def __init__(self, spec: str, *, name: str | None = None, device: str | None = None, dtype=None,
                  batch_size: int | None = None, max_batch_tokens: int | None = None, max_length: int = 4096,
                  truncation_side: str = "left", padding_side: str = "right", trust_remote_code: bool = False,
-                 revision: str | None = None, full_hash_limit: int = 1 << 30, system: str | None = None):
+                 revision: str | None = None, full_hash_limit: int = 1 << 30, system: str | None = None,
+                 load_in: str | None = None):
         super().__init__(name or Path(str(spec).rstrip("/")).name)
         if truncation_side not in ("left", "right") or padding_side not in ("left", "right"):
             raise ScorerError("truncation_side and padding_side must each be 'left' or 'right'")
@@ -630,6 +657,7 @@ class HFScorer(BatchPlanner, PointwiseScorer):
         self.max_batch_tokens = None if max_batch_tokens is None else int(max_batch_tokens)
         self.max_length, self.truncation_side, self.padding_side = int(max_length), truncation_side, padding_side
         self.full_hash_limit, self.system = full_hash_limit, system
+        self.load_in = check_load_in(load_in, self.device)
         self.tokenizer = _load_tokenizer(self.spec, trust_remote_code, revision)
         self.pad_id = self._choose_pad(self.tokenizer)
 
@@ -648,11 +676,13 @@ class HFScorer(BatchPlanner, PointwiseScorer):
         kw = dict(dtype=self.dtype, trust_remote_code=self.trust_remote_code, revision=self.revision)
         if Path(spec).is_dir() and any(Path(spec).glob("*.safetensors")):
             kw["use_safetensors"] = True
+        if self.load_in:
+            kw.update(quantization_kwargs(self.load_in, self.dtype, self.device))
         try:
             model = auto_cls.from_pretrained(spec, **kw)
         except Exception as e:
             raise ScorerError(f"cannot load {spec} as {auto_cls.__name__}: {e}") from e
-        return model.to(self.device).eval()
+        return (model if self.load_in else model.to(self.device)).eval()
 
     def _identity_of(self, spec: str, model) -> dict:
         folder = _model_folder(spec, self.revision)
@@ -667,6 +697,35 @@ class HFScorer(BatchPlanner, PointwiseScorer):
         return {"max_length": self.max_length, "truncation_side": self.truncation_side,
                 "dtype": str(self.dtype).replace("torch.", ""), "system": self.system,
                 "chat_template": bool(getattr(self.tokenizer, "chat_template", None))}
+
+    def describe(self) -> dict:
+        return {**super().describe(), "tokenization": self.tokenization()}
+
+    def _bos_record(self) -> dict:
+        "Who writes BOS: the chat template, the tokenizer, or both (then the tokenizer's is not added)."
+        tok = self.tokenizer
+        if tok.bos_token_id is None:
+            return {"template_writes": False, "tokenizer_adds": False, "doubled_fixed": False}
+        text = render_chat(tok, "x", "y", self.system)
+        writes = bool(tok.bos_token) and text.startswith(tok.bos_token)
+        adds = tok("x")["input_ids"][:1] == [tok.bos_token_id]
+        ids = encode_text(tok, text)
+        if ids[:2] == [tok.bos_token_id] * 2:
+            raise ScorerError(f"{self.name}: the encoded conversation still starts with two BOS tokens")
+        return {"template_writes": writes, "tokenizer_adds": adds, "doubled_fixed": writes and adds}
+
+    def tokenization(self) -> dict:
+        "How text becomes model input (template hash, padding/truncation side, dtype, attention, quantization)."
+        tpl = getattr(self.tokenizer, "chat_template", None)
+        model = getattr(self, "model", None)
+        attn = getattr(getattr(model, "config", None), "_attn_implementation", None) if model is not None else None
+        out = {"padding_side": self.padding_side, "truncation_side": self.truncation_side,
+               "max_length": self.max_length, "dtype": str(self.dtype).replace("torch.", ""),
+               "template_sha256": hashlib.sha256(json.dumps(tpl, sort_keys=True).encode()).hexdigest() if tpl else None,
+               "attn_implementation": attn, "bos": self._bos_record()}
+        if self.load_in:
+            out["load_in"] = self.load_in
+        return out
 
     def _encode_item(self, prompt: str, response: str) -> tuple[list[int], int]:
         "Token ids of one item and the number of leading prompt tokens."
@@ -768,7 +827,13 @@ class DiscriminativeScorer(HFScorer):
 
     def _forward(self, ids, mask, pos, meta):
         kw = {"position_ids": pos} if self._takes_pos else {}
-        out = self.model(input_ids=ids, attention_mask=mask, **kw).logits
+        out = self.model(input_ids=ids, attention_mask=mask, **kw)
+        if getattr(out, "logits", None) is None:
+            from reward_auditor.families import REGISTER_HINT, describe_output
+            arch = (getattr(self.model.config, "architectures", None) or ["?"])[0]
+            raise ScorerError(f"{self.name}: a sequence classifier should return .logits, but the model returned "
+                              f"{describe_output(out)}; " + REGISTER_HINT.format(arch=arch))
+        out = out.logits
         return out.float().reshape(len(ids), -1)[:, 0].cpu().tolist()
 
 # %% ../nbs/06_scorers.ipynb #16cb0557
@@ -1011,6 +1076,7 @@ class JudgeScorer(HFScorer):
 # %% ../nbs/06_scorers.ipynb #4008503c
 MODEL_KINDS = {"discriminative": DiscriminativeScorer, "dpo": DPOScorer, "judge": JudgeScorer}
 _ALIASES = {"rm": "discriminative", "classifier": "discriminative", "seq-cls": "discriminative",
+            "pair-preference": "pairwise", "pairwise-lm": "pairwise",
             "generative": "judge", "file": "precomputed", "function": "callable"}
 _CAUSAL = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
 
@@ -1063,7 +1129,7 @@ def load_scorer(spec, kind: str | None = None, **kw) -> Scorer:
         return PrecomputedScorer(path, **kw)
     if kind == "precomputed":
         raise ScorerError(f"score file {path} does not exist")
-    if kind is not None and kind not in MODEL_KINDS:
+    if kind is not None and kind not in MODEL_KINDS and kind != "pairwise":
         raise ScorerError(f"unknown scorer kind {kind!r}; use one of {sorted([*MODEL_KINDS, *CONTROLS, 'callable', 'precomputed'])}")
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -1072,5 +1138,9 @@ def load_scorer(spec, kind: str | None = None, **kw) -> Scorer:
         spec = str(path)
     elif spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec:
         raise ScorerError(f"{spec} does not exist (and is not a hub id 'org/name')")
+    from reward_auditor.families import load_model  # the family registry (lazily: it imports this module)
+    registered = load_model(spec, kind, **kw)
+    if registered is not None:
+        return registered
     family = detect_family(spec, kind, kw.get("trust_remote_code", False), kw.get("revision"))
     return MODEL_KINDS[family](spec, **kw)

@@ -109,3 +109,300 @@ def tiny_lm(path: str | Path, arch: str = "llama", seed: int = 0, **tok_kw) -> P
     cls = LlamaForCausalLM if arch == "llama" else Qwen2ForCausalLM
     _init(cls(cfg), seed).save_pretrained(str(path))
     return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tiny folders for each reward-model family of `reward_auditor.families`. Remote-code families get a small
+# `modeling_*.py` that mimics the family's published interface (output fields, methods, reward token); families whose
+# head the library builds itself get a checkpoint with the family's weight names. All load through `from_pretrained`.
+
+_POOL = '''
+def _last(h, attention_mask):
+    if attention_mask is None:
+        return h[:, -1]
+    pos = torch.arange(h.shape[1], device=h.device)
+    return h[torch.arange(h.shape[0], device=h.device), (attention_mask * pos).argmax(1)]
+'''
+
+_GATED = '''from dataclasses import dataclass
+from typing import Optional
+import torch
+from torch import nn
+from transformers import LlamaModel, LlamaPreTrainedModel
+from transformers.utils import ModelOutput
+''' + _POOL + '''
+
+@dataclass
+class GatedRewardOutput(ModelOutput):
+    rewards: Optional[torch.FloatTensor] = None
+    gating_output: Optional[torch.FloatTensor] = None
+    score: Optional[torch.FloatTensor] = None
+
+
+class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = LlamaModel(config)
+        self.regression_layer = nn.Linear(config.hidden_size, config.num_objectives, bias=False)
+        self.gating = nn.Linear(config.hidden_size, config.num_objectives)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        x = _last(self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, attention_mask)
+        rewards = self.regression_layer(x)
+        gate = torch.softmax(self.gating(x), -1)
+        return GatedRewardOutput(rewards=rewards, gating_output=gate, score=(rewards * gate).sum(-1, keepdim=True))
+'''
+
+_URM = '''import torch
+from torch import nn
+from transformers import LlamaModel, LlamaPreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutputWithPast
+''' + _POOL + '''
+
+class LlamaForRewardModelWithUncertainty(LlamaPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = LlamaModel(config)
+        self.head = nn.Linear(config.hidden_size, 2)  # reward mean and log-variance
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        x = _last(self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, attention_mask)
+        return SequenceClassifierOutputWithPast(logits=self.head(x))
+'''
+
+_GRM = '''import torch
+from torch import nn
+from transformers import LlamaModel, LlamaPreTrainedModel
+''' + _POOL + '''
+
+class GRewardModel(LlamaPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = LlamaModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.v_head = nn.Linear(config.hidden_size, 1, bias=False)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.lm_head(h), None, self.v_head(_last(h, attention_mask))
+'''
+
+_INTERNLM2_CONFIG = '''from transformers import LlamaConfig
+
+
+class InternLM2Config(LlamaConfig):
+    model_type = "internlm2"
+
+    def __init__(self, reward_token_id=None, **kw):
+        self.reward_token_id = reward_token_id
+        super().__init__(**kw)
+'''
+
+_INTERNLM2 = '''import torch
+from torch import nn
+from transformers import LlamaModel, PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutputWithPast
+from .configuration_internlm2 import InternLM2Config
+''' + _POOL + '''
+
+class InternLM2ForRewardModel(PreTrainedModel):
+    config_class = InternLM2Config
+    base_model_prefix = "model"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = LlamaModel(config)
+        self.v_head = nn.Linear(config.hidden_size, 1, bias=False)
+        self.reward_token_id = config.reward_token_id
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return SequenceClassifierOutputWithPast(logits=self.v_head(_last(h, attention_mask)))
+
+    @torch.no_grad()
+    def get_score(self, tokenizer, conversation):
+        text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=False)
+        ids = tokenizer.encode(text, add_special_tokens=False) + [self.reward_token_id]
+        return self.forward(input_ids=torch.tensor([ids])).logits[0, 0].item()
+'''
+
+_QWEN2_RM_CONFIG = '''from transformers import Qwen2Config
+
+
+class Qwen2RMConfig(Qwen2Config):
+    model_type = "qwen2_rm"
+'''
+
+_QWEN2_RM = '''import torch
+from torch import nn
+from transformers import Qwen2Model, PreTrainedModel
+from .configuration_qwen2_rm import Qwen2RMConfig
+''' + _POOL + '''
+
+class Qwen2ForRewardModel(PreTrainedModel):
+    config_class = Qwen2RMConfig
+    base_model_prefix = "model"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = Qwen2Model(config)
+        self.score = nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(),
+                                   nn.Linear(config.hidden_size, 1))
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return (self.score(_last(h, attention_mask)),)
+'''
+
+_EURUS = '''import torch
+from torch import nn
+from transformers import LlamaModel, LlamaPreTrainedModel
+''' + _POOL + '''
+
+class EurusRewardModel(LlamaPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = LlamaModel(config)
+        self.regression_head = nn.Linear(config.hidden_size, 1, bias=False)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.regression_head(_last(h, attention_mask))
+'''
+
+_LDL = '''from dataclasses import dataclass
+from typing import Optional
+import torch
+from torch import nn
+from transformers import LlamaModel, LlamaPreTrainedModel
+from transformers.utils import ModelOutput
+''' + _POOL + '''
+
+@dataclass
+class LDLOutput(ModelOutput):
+    logits: Optional[torch.FloatTensor] = None   # logits over reward bins
+    score: Optional[torch.FloatTensor] = None    # expected reward
+
+
+class LDLRewardModel27B(LlamaPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = LlamaModel(config)
+        self.bins = nn.Linear(config.hidden_size, 5)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        x = _last(self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, attention_mask)
+        logits = self.bins(x)
+        centers = torch.linspace(-2, 2, 5, device=logits.device, dtype=logits.dtype)
+        return LDLOutput(logits=logits, score=(torch.softmax(logits, -1) * centers).sum(-1, keepdim=True))
+'''
+
+# family name -> (modeling file, source, class, Auto class, config extras, config file, config source, config class)
+REMOTE_FAMILIES = {
+    "armorm": ("modeling_custom.py", _GATED, "LlamaForRewardModelWithGating", "AutoModelForSequenceClassification",
+               {"num_objectives": 4, "gating_temperature": 10}),
+    "qrm": ("modeling_custom.py", _GATED, "LlamaForRewardModelWithGating", "AutoModelForSequenceClassification",
+            {"num_objectives": 4, "num_quantiles": 4, "loss": "quantile_regression"}),
+    "urm": ("modeling_urm.py", _URM, "LlamaForRewardModelWithUncertainty", "AutoModelForSequenceClassification", {}),
+    "grm": ("modeling_grm.py", _GRM, "GRewardModel", "AutoModelForSequenceClassification", {}),
+    "internlm2-reward": ("modeling_internlm2.py", _INTERNLM2, "InternLM2ForRewardModel", "AutoModel", {},
+                         "configuration_internlm2.py", _INTERNLM2_CONFIG, "InternLM2Config"),
+    "worldpm": ("modeling_qwen2_rm.py", _QWEN2_RM, "Qwen2ForRewardModel", "AutoModel", {},
+                "configuration_qwen2_rm.py", _QWEN2_RM_CONFIG, "Qwen2RMConfig"),
+    "eurus-rm": ("modeling_eurus_rm.py", _EURUS, "EurusRewardModel", "AutoModel", {}),
+    "ldl-reward": ("modeling_ldl.py", _LDL, "LDLRewardModel27B", "AutoModelForSequenceClassification", {}),
+}
+
+# family name -> (backbone attribute, head attribute, head layers (in, out, bias), architectures, config extras)
+HEAD_FAMILIES = {
+    "ultrarm": ("model", "regression_head", [(32, 1, False)], "LlamaRewardModel", {}),
+    "starling-rm": ("transformer", "v_head", [(32, 1, False)], "LlamaForSequenceClassification", {}),
+    "inf-orm": ("model", "score", [(32, 32, True), (32, 1, True)], "INFORMForSequenceClassification", {}),
+    "beaver-reward": ("model", "score_head", [(32, 1, True)], "LlamaForScore", {"score_type": "reward", "score_dim": 1}),
+    "beaver-cost": ("model", "score_head", [(32, 1, True)], "LlamaForScore", {"score_type": "cost", "score_dim": 1}),
+}
+
+REWARD_TOKEN = "[UNUSED_TOKEN_130]"
+
+
+def _write_config(path: Path, updates: dict, drop=()):
+    import json
+    cfg = json.loads((path / "config.json").read_text())
+    for k in drop:
+        cfg.pop(k, None)
+    cfg.update(updates)
+    (path / "config.json").write_text(json.dumps(cfg, indent=2))
+
+
+def tiny_family(path: str | Path, family: str, seed: int = 0, **tok_kw) -> Path:
+    "Save a tiny model folder of a registry family (config, tokenizer, weights, and the family's code if any)."
+    import importlib.util
+    import sys
+    import torch
+    from transformers import LlamaConfig
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if family == "sequence-classifier":
+        return tiny_rm(path, seed=seed, **tok_kw)
+    if family == "pair-preference":
+        return tiny_lm(path, seed=seed, **tok_kw)
+    tok = tiny_tokenizer(None, **tok_kw)
+    if family == "internlm2-reward":
+        tok.add_tokens([REWARD_TOKEN], special_tokens=True)
+    tok.save_pretrained(str(path))
+    if family == "pairrm":
+        cfg = _config("llama", len(tok), tok)
+        cfg.save_pretrained(str(path))
+        _write_config(path, {"architectures": ["DebertaV2PairRM"], "model_type": "deberta-v2"})
+        return path
+    if family in HEAD_FAMILIES:
+        from reward_auditor.families import head_model_class
+        backbone, head, layers, arch, extra = HEAD_FAMILIES[family]
+        cfg = _config("llama", len(tok), tok, **extra)
+        model = head_model_class(backbone, head, layers)(cfg)
+        _init(model, seed).save_pretrained(str(path))
+        _write_config(path, {"architectures": [arch]})
+        return path
+    spec = REMOTE_FAMILIES[family]
+    modfile, src, cls, auto, extra = spec[:5]
+    (path / modfile).write_text(src)
+    amap = {auto: f"{modfile[:-3]}.{cls}"}
+    if len(spec) > 5:  # a config class of its own
+        cfgfile, cfgsrc, cfgcls = spec[5:]
+        (path / cfgfile).write_text(cfgsrc)
+        amap["AutoConfig"] = f"{cfgfile[:-3]}.{cfgcls}"
+    # build the model by importing the folder's own code (as a package, for relative imports)
+    pkg = f"_tiny_family_{family.replace('-', '_')}_{abs(hash(str(path)))}"
+    init = path / "__init__.py"
+    init.write_text("")
+    spec_ = importlib.util.spec_from_file_location(pkg, init, submodule_search_locations=[str(path)])
+    mod = importlib.util.module_from_spec(spec_)
+    sys.modules[pkg] = mod
+    spec_.loader.exec_module(mod)
+    code = importlib.import_module(f"{pkg}.{modfile[:-3]}")
+    init.unlink()
+    arch = "qwen2" if family == "worldpm" else "llama"
+    common = _config(arch, len(tok), tok).to_dict()
+    for k in ("architectures", "model_type", "transformers_version", "auto_map"):
+        common.pop(k, None)
+    if len(spec) > 5:
+        cfgmod = importlib.import_module(f"{pkg}.{spec[5][:-3]}")
+        cfg = getattr(cfgmod, spec[7])(**common, **extra)
+    else:
+        cfg = LlamaConfig(**common, **extra)
+    if family == "internlm2-reward":
+        cfg.reward_token_id = tok.convert_tokens_to_ids(REWARD_TOKEN)
+    model = _init(getattr(code, cls)(cfg), seed)
+    model.save_pretrained(str(path))
+    _write_config(path, {"architectures": [cls], "auto_map": amap})
+    for p in path.glob("*.py"):  # save_pretrained may copy code files; keep exactly the family's
+        if p.name not in (modfile, spec[5] if len(spec) > 5 else None):
+            p.unlink()
+    return path

@@ -1,0 +1,332 @@
+"""The reward-model family registry: every family loads from a tiny folder through `from_pretrained` exactly as a hub
+folder would, and its margins equal a direct computation through that family's own interface."""
+import hashlib
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from tiny_models import HEAD_FAMILIES, REMOTE_FAMILIES, tiny_family, tiny_lm, tiny_tokenizer  # noqa: E402
+
+from reward_auditor import families as F  # noqa: E402
+from reward_auditor.scorers import ScorerError, load_scorer  # noqa: E402
+
+# every family the registry lists is built and checked here; test_cli_lists_exactly_the_tested_families pins that
+TESTED = sorted([*REMOTE_FAMILIES, *HEAD_FAMILIES, "sequence-classifier", "pairrm", "pair-preference"])
+
+FRAME = pd.DataFrame({
+    "id": ["a", "b", "c"],
+    "prompt": ["What is the capital of France?", "Explain how a binary search works.", "Compute 12 + 30."],
+    "chosen": ["The capital of France is Paris.", "Halve the sorted list each step.", "12 + 30 = 42."],
+    "rejected": ["It is Lyon.", "Look at every number in turn, one by one, until done.", "It is 7."],
+})
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("families")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {f: tiny_family(root / f, f, seed=i) for i, f in enumerate(TESTED)}
+
+
+def _messages(prompt, response):
+    return [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+
+
+def _direct_remote(name, folder, pairs):
+    "Rewards through each family's own published interface, one text at a time, no padding."
+    import transformers
+    auto = getattr(transformers, REMOTE_FAMILIES[name][3])
+    model = auto.from_pretrained(str(folder), trust_remote_code=True, dtype=torch.float32).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    out = []
+    with torch.no_grad():
+        for p, r in pairs:
+            if name == "internlm2-reward":
+                out.append(model.get_score(tok, _messages(p, r)))
+                continue
+            if name == "eurus-rm":
+                ids = tok(f"[INST] {p} [/INST] {r}")["input_ids"]
+            else:
+                ids = tok(tok.apply_chat_template(_messages(p, r), tokenize=False), add_special_tokens=False)["input_ids"]
+            o = model(input_ids=torch.tensor([ids]))
+            v = {"armorm": lambda: o.score, "qrm": lambda: o.score, "ldl-reward": lambda: o.score,
+                 "urm": lambda: o.logits[:, :1], "grm": lambda: o[2], "worldpm": lambda: o[0],
+                 "eurus-rm": lambda: o}[name]()
+            out.append(float(v[0, 0]))
+    return np.array(out)
+
+
+def _direct_head(name, folder, pairs):
+    "Backbone from the checkpoint's weights + the head as plain matrix products, read at the last token."
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer, LlamaConfig, LlamaModel
+    backbone, head, layers, _, _ = HEAD_FAMILIES[name]
+    cfg = LlamaConfig.from_pretrained(str(folder))
+    sd = load_file(str(folder / "model.safetensors"))
+    model = LlamaModel(cfg)
+    model.load_state_dict({k[len(backbone) + 1:]: v for k, v in sd.items() if k.startswith(backbone + ".")})
+    model.eval()
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    out = []
+    for p, r in pairs:
+        if name == "ultrarm":
+            text = f"Human: {p}\nAssistant: {r}"
+        elif name.startswith("beaver"):
+            text = f"BEGINNING OF CONVERSATION: USER: {p} ASSISTANT:{r}"
+        else:
+            text = tok.apply_chat_template(_messages(p, r), tokenize=False)
+        ids = tok(text, add_special_tokens=not text.startswith(tok.bos_token))["input_ids"]
+        with torch.no_grad():
+            x = model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
+            if len(layers) == 1:
+                v = sd[f"{head}.weight"] @ x + (sd[f"{head}.bias"] if f"{head}.bias" in sd else 0)
+            else:
+                hdn = torch.relu(sd[f"{head}.0.weight"] @ x + sd[f"{head}.0.bias"])
+                v = sd[f"{head}.2.weight"] @ hdn + sd[f"{head}.2.bias"]
+        out.append(float(v[0]) * (-1 if name == "beaver-cost" else 1))
+    return np.array(out)
+
+
+def _score(folder, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sc = load_scorer(str(folder), device="cpu", dtype="float32", **kw)
+        return sc, sc.score_pairs(FRAME, progress=False)
+
+
+@pytest.mark.parametrize("name", [f for f in TESTED if f not in ("pair-preference",)])
+def test_family_recognised_from_config_and_weights(folders, name):
+    assert F.family_of(str(folders[name])).name == name
+
+
+@pytest.mark.parametrize("name", sorted(REMOTE_FAMILIES))
+def test_remote_code_refused_without_the_flag(folders, name):
+    with pytest.raises(ScorerError, match="trust-remote-code"):
+        load_scorer(str(folders[name]), device="cpu")
+
+
+@pytest.mark.parametrize("name", sorted(REMOTE_FAMILIES))
+def test_remote_family_margins_equal_its_own_interface(folders, name):
+    sc, out = _score(folders[name], trust_remote_code=True)
+    assert isinstance(sc, F.FamilyScorer) and sc.settings()["family"] == name
+    pairs_c = list(zip(FRAME["prompt"], FRAME["chosen"]))
+    pairs_r = list(zip(FRAME["prompt"], FRAME["rejected"]))
+    rc, rr = _direct_remote(name, folders[name], pairs_c), _direct_remote(name, folders[name], pairs_r)
+    np.testing.assert_allclose(out["reward_chosen"], rc, atol=1e-5)
+    np.testing.assert_allclose(out["margin"], rc - rr, atol=1e-5)
+    assert np.ptp(out["margin"]) > 1e-4  # the tiny model does discriminate
+    # the manifest records that remote code ran, and which code
+    rec = sc.settings()["remote_code"]
+    assert rec["used"] is True
+    for fname, digest in rec["files"].items():
+        assert digest == hashlib.sha256((folders[name] / fname).read_bytes()).hexdigest()
+    assert any(f.startswith("modeling_") for f in rec["files"])
+
+
+@pytest.mark.parametrize("name", sorted(HEAD_FAMILIES))
+def test_built_in_head_margins_equal_a_direct_computation(folders, name):
+    sc, out = _score(folders[name])  # no remote code needed
+    assert sc.settings()["family"] == name and "remote_code" not in sc.settings()
+    rc = _direct_head(name, folders[name], list(zip(FRAME["prompt"], FRAME["chosen"])))
+    rr = _direct_head(name, folders[name], list(zip(FRAME["prompt"], FRAME["rejected"])))
+    np.testing.assert_allclose(out["margin"], rc - rr, atol=1e-5)
+
+
+def test_objective_choice_is_recorded(folders):
+    sc, out = _score(folders["urm"], trust_remote_code=True)
+    assert sc.describe()["output_columns"] == 2 and sc.describe()["readout_used"] == "logits"
+    assert sc.settings()["objective"] == 0
+    sc1, out1 = _score(folders["urm"], trust_remote_code=True, objective=1)
+    assert sc1.settings()["objective"] == 1 and sc1.fingerprint != sc.fingerprint
+    assert not np.allclose(out1["margin"], out["margin"])
+
+
+def test_plain_classifier_keeps_the_default_path(folders):
+    from reward_auditor.scorers import DiscriminativeScorer
+    sc, out = _score(folders["sequence-classifier"])
+    assert type(sc) is DiscriminativeScorer and np.isfinite(out["margin"]).all()
+
+
+def test_settings_record_tokenization(folders):
+    sc, _ = _score(folders["armorm"], trust_remote_code=True)
+    s = sc.describe()["tokenization"]
+    tok_template = sc.tokenizer.chat_template
+    assert s["template_sha256"] == hashlib.sha256(json.dumps(tok_template).encode()).hexdigest()
+    assert s["padding_side"] == "right" and s["truncation_side"] == "left" and s["dtype"] == "float32"
+    assert "attn_implementation" in s
+
+
+def test_family_cap_is_the_smaller_limit(folders):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert load_scorer(str(folders["starling-rm"]), device="cpu").max_length == 2048
+        assert load_scorer(str(folders["starling-rm"]), device="cpu", max_length=100).max_length == 100
+
+
+def test_reward_token_appended_once_and_kept_by_truncation(folders):
+    sc, _ = _score(folders["internlm2-reward"], trust_remote_code=True)
+    rid = sc.config_dict["reward_token_id"]
+    ids, _ = sc._encode_item("Hello there", "General Kenobi")
+    assert ids[-1] == rid and ids.count(rid) == 1
+    sc.max_length = 8
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (_, vals), = list(sc._iter_scores([("Hello there " * 20, "General Kenobi")], progress=False))
+    assert np.isfinite(vals).all() and sc.last_report["truncated"] == 1
+
+
+def test_doubled_bos_is_fixed_by_construction(tmp_path):
+    "A template that writes BOS, tokenized by a tokenizer that adds BOS too: exactly one BOS reaches the model."
+    folder = tiny_family(tmp_path / "armorm", "armorm", add_bos=True)
+    sc, out = _score(folder, trust_remote_code=True)
+    tok = sc.tokenizer
+    text = tok.apply_chat_template(_messages("Hi", "Hello"), tokenize=False)
+    assert text.startswith(tok.bos_token)
+    assert tok(text)["input_ids"][:2] == [tok.bos_token_id] * 2  # the naive way doubles it
+    ids, _ = sc._encode_item("Hi", "Hello")
+    assert ids[0] == tok.bos_token_id and ids[1] != tok.bos_token_id
+    assert ids == tok(text, add_special_tokens=False)["input_ids"]
+    assert sc.describe()["tokenization"]["bos"] == {"template_writes": True, "tokenizer_adds": True, "doubled_fixed": True}
+
+
+def test_unreadable_output_names_model_output_and_the_fix(folders):
+    fam = F.Family("my-rm", architectures=("LlamaForRewardModelWithGating",), readout=("reward",))
+    from reward_auditor.families import extract  # noqa: F401
+    out = {"score": torch.zeros(2, 1), "rewards": torch.zeros(2, 4)}
+    with pytest.raises(ScorerError) as e:
+        fam.read(out, 2, "tiny-armo", "LlamaForRewardModelWithGating")
+    msg = str(e.value)
+    assert "tiny-armo" in msg and "score=(2, 1)" in msg and "register(Family(" in msg and "\n" not in msg
+
+
+def test_user_registered_family_takes_precedence(folders):
+    fam = F.register(F.Family("armo-rewards0", architectures=("LlamaForRewardModelWithGating",), readout=("rewards",)))
+    try:
+        sc, out = _score(folders["armorm"], trust_remote_code=True)
+        assert sc.settings()["family"] == "armo-rewards0" and sc.describe()["output_columns"] == 4
+    finally:
+        F.FAMILIES.remove(fam)
+    assert F.family_of(str(folders["armorm"])).name == "armorm"
+
+
+def test_pairrm_says_what_it_needs(folders):
+    with pytest.raises(ScorerError, match="llm-blender"):
+        load_scorer(str(folders["pairrm"]), device="cpu")
+
+
+def test_pairwise_scorer_is_symmetric_and_equals_the_log_odds(folders, tmp_path):
+    sc, out = _score(folders["pair-preference"], kind="pairwise")
+    swapped = FRAME.rename(columns={"chosen": "rejected", "rejected": "chosen"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out2 = sc.score_pairs(swapped, progress=False)
+    np.testing.assert_allclose(out2["margin"], -out["margin"], atol=1e-9)
+    # direct: log-odds of "A" vs "B" at the next token, chosen first and chosen second
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(str(folders["pair-preference"]), dtype=torch.float32).eval()
+    tok = sc.tokenizer
+    a, b = tok.encode("A", add_special_tokens=False)[0], tok.encode("B", add_special_tokens=False)[0]
+
+    def z(p, x, y):
+        ctx = tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False)[len(tok.bos_token):]
+        text = tok.apply_chat_template([{"role": "user", "content": F.PAIR_TEMPLATE.format(prompt=ctx, a=x, b=y)}],
+                                       tokenize=False, add_generation_prompt=True)
+        with torch.no_grad():
+            lg = model(input_ids=torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])).logits[0, -1]
+        return float(lg[a] - lg[b])
+
+    want = [0.5 * (z(p, c, r) - z(p, r, c)) for p, c, r in zip(FRAME["prompt"], FRAME["chosen"], FRAME["rejected"])]
+    np.testing.assert_allclose(out["margin"], want, atol=1e-4)
+    # cached like the judge: a second pass computes nothing
+    from reward_auditor.cache import ScoreCache
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    sc.score_pairs(FRAME, cache=cache, progress=False)
+    sc.score_pairs(FRAME, cache=cache, progress=False)
+    assert sc.last_counts["computed"] == 0
+
+
+def test_load_in_is_refused_on_cpu(folders):
+    with pytest.raises(ScorerError, match="CUDA"):
+        load_scorer(str(folders["sequence-classifier"]), device="cpu", load_in="8bit")
+
+
+def test_unknown_remote_classifier_is_refused_without_the_flag(tmp_path):
+    folder = tiny_family(tmp_path / "x", "sequence-classifier")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["auto_map"] = {"AutoModelForSequenceClassification": "modeling_x.MyRM"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ScorerError, match="trust-remote-code"):
+        load_scorer(str(folder), device="cpu")
+
+
+def test_cli_lists_exactly_the_tested_families():
+    from reward_auditor.cli import main
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["models", "--json"]) == 0
+    assert sorted(r["family"] for r in json.loads(buf.getvalue())) == TESTED
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["models"]) == 0
+    assert "ArmoRM-Llama3-8B-v0.1" in buf.getvalue() and "--trust-remote-code" in buf.getvalue()
+
+
+def test_cli_audit_of_a_remote_code_family(folders, tmp_path, capsys):
+    from reward_auditor.cli import main
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "prompt": p, "chosen": c, "rejected": r}) + "\n"
+                            for i, (p, c, r) in enumerate(zip(FRAME["prompt"], FRAME["chosen"], FRAME["rejected"]))))
+    base = ["audit", "--data", str(data), "--model", str(folders["armorm"]), "--perturbations", "EF",
+            "--permutations", "50", "--no-report", "--device", "cpu", "-q"]
+    assert main(base + ["--out", str(tmp_path / "no")]) == 2
+    assert "--trust-remote-code" in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(base + ["--out", str(tmp_path / "yes"), "--trust-remote-code"]) == 0
+    man = json.loads((tmp_path / "yes" / "manifest.json").read_text())
+    (rec,) = man["models"].values()
+    assert rec["settings"]["family"] == "armorm" and rec["settings"]["remote_code"]["used"] is True
+    assert "modeling_custom.py" in rec["settings"]["remote_code"]["files"]
+    assert rec["tokenization"]["padding_side"] == "right" and rec["tokenization"]["template_sha256"]
+
+
+def test_classifier_without_its_head_weights_is_refused(tmp_path):
+    "An UltraRM checkpoint labelled LlamaForSequenceClassification would silently get a random `score` head."
+    folder = tiny_family(tmp_path / "u", "ultrarm")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["architectures"] = ["LlamaForSequenceClassification"]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ScorerError, match="random head.*regression_head"):
+        load_scorer(str(folder), device="cpu")
+
+
+def test_bin_checkpoint_is_recognised_from_its_tensors(folders, tmp_path):
+    "UltraRM ships .bin weights: names and shapes are read with weights_only (no code runs), margins unchanged."
+    import shutil
+    from safetensors.torch import load_file
+    folder = tmp_path / "ultrarm-bin"
+    shutil.copytree(folders["ultrarm"], folder)
+    torch.save(load_file(str(folder / "model.safetensors")), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    assert F.family_of(str(folder)).name == "ultrarm"
+    _, a = _score(folders["ultrarm"])
+    _, b = _score(folder)
+    np.testing.assert_allclose(a["margin"], b["margin"], atol=1e-6)
+
+
+def test_unknown_architecture_says_how_to_register(tmp_path):
+    folder = tiny_family(tmp_path / "x", "sequence-classifier")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["architectures"] = ["MysteryRewardModel"]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ScorerError, match=r"MysteryRewardModel.*register\(Family"):
+        load_scorer(str(folder), device="cpu")
