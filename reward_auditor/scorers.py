@@ -555,9 +555,11 @@ class BatchPlanner:
     tokenize_ahead = True      # encode announced texts in a background thread (set False to encode in series)
     _logits_per_token = False  # causal models materialise float32 logits per token
 
-    def token_budget(self) -> int:
+    def token_budget(self) -> int | None:
         "Padded tokens per batch: `max_batch_tokens` when given, else resolved once from the device and model."
         if getattr(self, "_budget", None) is None:
+            if self.max_batch_tokens is None and not hasattr(self, "device"):   # a remote server: no local budget
+                return None
             if self.max_batch_tokens is not None:
                 self._budget, self._budget_source = int(self.max_batch_tokens), "given (max_batch_tokens)"
             else:
@@ -567,13 +569,14 @@ class BatchPlanner:
 
     def plan_batches(self, lengths: Sequence[int]) -> list[list[int]]:
         "The batch plan for sequences of these token lengths: longest first, ≤ batch_size rows, ≤ the token budget."
-        return length_batches(lengths, self.batch_size, self.token_budget())
+        return length_batches(lengths, self.batch_size, BatchPlanner.token_budget(self))
 
     def batching(self) -> dict:
         "How this scorer batches, as recorded in the manifest: row cap, token budget and where it came from."
-        budget = self.token_budget()
+        budget = BatchPlanner.token_budget(self)
         return {"batch_size": self.batch_size, "max_batch_tokens": self.max_batch_tokens, "token_budget": budget,
-                "budget_source": self._budget_source, "device": str(self.device)}
+                "budget_source": getattr(self, "_budget_source", "none (remote)"),
+                "device": str(getattr(self, "device", "remote"))}
 
     def _encode_chunk(self, items: list[tuple[str, str]]) -> dict:
         return {it: self._encode_item(*it) for it in items}
