@@ -66,11 +66,8 @@ class StubTranslator:
 
 
 def distinct_texts(n: int, source: str) -> list[str]:
-    "2n distinct answers: the source's answers cycled, each repeat made distinct by a closing sentence."
-    try:
-        df = items(n, source)
-    except SystemExit:
-        df = items(2000, source)
+    "2n distinct answers: the answers of the same first 1,000 items, cycled, each repeat made distinct by a closing sentence."
+    df = items(min(n, 1000), source)
     base = df["chosen"].tolist() + df["rejected"].tolist()
     return [t if k < len(base) else f"{t} This is variant {k // len(base)}."
             for k, t in ((k, base[k % len(base)]) for k in range(2 * n))]
