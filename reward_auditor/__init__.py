@@ -1,1 +1,54 @@
 __version__ = "0.1.0"
+
+# Written by hand, not exported from a notebook (nbdev only keeps `__version__` up to date here).
+# The main entry points are reachable from the package, `import reward_auditor as ra; ra.audit(...)`, and are
+# imported on first use, so `import reward_auditor` stays fast (no pandas, scipy or torch until needed).
+import sys as _sys
+import types as _types
+
+_LAZY = {
+    "AuditResult": ("audit", "AuditResult"), "AuditError": ("audit", "AuditError"),
+    "load_preferences": ("data", "load_preferences"), "load_sample": ("data", "load_sample"),
+    "DataError": ("data", "DataError"), "load_scorer": ("scorers", "load_scorer"),
+    "render": ("report", "render"), "verifier_audit": ("verifiers", "verifier_audit"),
+    "protocol_report": ("protocol", "protocol_report"), "meta_report": ("meta", "meta_report"),
+}
+_MODULES = ("data", "stats", "multiplicity", "resources", "perturbations", "rewriters", "cache", "scorers", "audit", "plots",
+            "report", "cli", "heterogeneity", "verifiers", "protocol", "meta")
+# submodules named after their main function: `ra.audit(...)` calls `ra.audit.audit(...)`, while
+# `ra.audit.AuditResult` and `from reward_auditor.audit import ...` keep working as for any module
+_CALLABLE = ("audit", "heterogeneity")
+__all__ = ["__version__", *_LAZY, *_MODULES]
+
+
+class _CallableModule(_types.ModuleType):
+    "A module that can be called as its function of the same name."
+    def __call__(self, *args, **kwargs):
+        return getattr(self, self.__name__.rpartition(".")[2])(*args, **kwargs)
+
+
+class _Package(_types.ModuleType):
+    def __setattr__(self, name, value):
+        if name in _CALLABLE and isinstance(value, _types.ModuleType) and type(value) is _types.ModuleType:
+            value.__class__ = _CallableModule  # set when the import system binds the submodule
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str):
+    "Import an entry point or submodule on first access (PEP 562)."
+    import importlib
+    if name in _LAZY:
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f"{__name__}.{mod}"), attr)
+        globals()[name] = value
+        return value
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY, *_MODULES})

@@ -27,10 +27,10 @@ from . import scorers as ra_scorers
 from . import stats as ra_stats
 
 # %% auto #0
-__all__ = ['PRESET_KEYS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS', 'TABLE_COLUMNS', 'AuditError',
-           'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions',
-           'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table', 'decide', 'AuditResult',
-           'package_versions', 'audit', 'check_writable']
+__all__ = ['PRESET_KEYS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS',
+           'TABLE_COLUMNS', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions',
+           'file_conditions', 'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table',
+           'decide', 'summary_json', 'write_summaries', 'AuditResult', 'package_versions', 'audit', 'check_writable']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -94,7 +94,8 @@ def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
         return builtins + [n for n, p in reg.items() if n not in builtins and not isinstance(p, model_kind)]
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
-    names = list(names)
+    folded = {n.lower(): n for n in reg}  # codes in any case: ef, Ef and EF are the same perturbation
+    names = [n if n in reg else folded.get(str(n).lower(), n) for n in names]
     unknown = [n for n in names if n not in reg]
     if unknown:
         raise AuditError(f"unknown perturbation {unknown[0]!r} (perturbations): choose from {', '.join(reg)}")
@@ -388,6 +389,43 @@ def decide(table: pd.DataFrame, settings: AuditSettings) -> tuple[pd.DataFrame, 
     return t, float(margin)
 
 # %% ../nbs/07_audit.ipynb #6b19b006
+SUMMARY_COLUMNS = ["effect_size", "ci_low", "ci_high", "mean_delta", "accuracy_after", "accuracy_change", "p",
+                   "p_adjusted", "p_less_adjusted", "significant", "stars", "verdict"]
+CSV_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_changed", "accuracy_before",
+               "accuracy_after", "accuracy_change", "mean_delta", "effect_size", "ci_low", "ci_high", "p",
+               "p_adjusted", "p_less_adjusted", "significant", "stars", "r_S", "verdict"]
+
+
+def summary_json(table: pd.DataFrame, manifest: Mapping | None = None) -> dict:
+    "Per model and subset: n, accuracy, and per perturbation effect, p, adjusted p and verdict (JSON-ready)."
+    def num(x):
+        if isinstance(x, (bool, np.bool_)):
+            return bool(x)
+        if isinstance(x, (int, float, np.integer, np.floating)):
+            return None if not np.isfinite(x) else (int(x) if isinstance(x, (int, np.integer)) else float(x))
+        return None if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)
+    models: dict = {}
+    for (m, s), g in table.groupby(["model", "subset"], sort=False):
+        first = g.iloc[0]
+        models.setdefault(str(m), {})[str(s)] = {
+            "n": num(first.get("n")), "accuracy": num(first.get("accuracy_before")),
+            "perturbations": {str(r["perturbation"]): {c: num(r[c]) for c in SUMMARY_COLUMNS if c in g.columns}
+                              for _, r in g.iterrows()}}
+    manifest = manifest or {}
+    return {"reward_auditor_version": manifest.get("reward_auditor_version"),
+            "settings": _jsonable(manifest.get("settings", {})),
+            "data": _jsonable({k: v for k, v in manifest.get("data", {}).items() if k != "subsets"}),
+            "models": models}
+
+
+def write_summaries(result, path: str | Path) -> None:
+    "Write results.json and risk_table.csv beside results.parquet."
+    path = Path(path)
+    (path / "results.json").write_text(json.dumps(summary_json(result.table, result.manifest), indent=2) + "\n")
+    result.table[[c for c in CSV_COLUMNS if c in result.table.columns]].to_csv(path / "risk_table.csv",
+                                                                                 index=False)
+
+# %% ../nbs/07_audit.ipynb #b94a5590
 TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_changed", "n_dropped",
                  "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
@@ -442,6 +480,7 @@ class AuditResult:
         if self.texts is not None:
             self.texts.to_parquet(path / "texts.parquet", index=False)
         (path / "manifest.json").write_text(json.dumps(_jsonable(self.manifest), indent=2, sort_keys=False) + "\n")
+        write_summaries(self, path)  # results.json and risk_table.csv, for other tools
         return path
 
     @classmethod
@@ -624,3 +663,17 @@ def check_writable(path: str | Path, option: str = "--out") -> Path:
     except OSError as e:
         raise AuditError(f"cannot write to the output folder {path}: {e.strerror or e} ({option})") from None
     return path
+
+# %% ../nbs/07_audit.ipynb #139f1035
+def _audit_repr_html(self: AuditResult) -> str:
+    "Header, findings and the shaded risk table, for notebooks."
+    import html as _html
+    from reward_auditor import plots as ra_plots
+    from reward_auditor import report as ra_report
+    head = _html.escape(repr(self).splitlines()[0])
+    table = ra_plots.risk_styler(self.table, rows=("model", "subset")).to_html()
+    return (f"<div><p><b>{head}</b></p><p><b>Findings</b></p>{ra_report.findings_html(self.table)}"
+            f"<p><b>Risk table</b> (effect size; stars: adjusted p)</p>{table}</div>")
+
+
+AuditResult._repr_html_ = _audit_repr_html

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError',
-           'is_input_error', 'error_line', 'build_parser', 'resolve_audit_args', 'make_scorers', 'run_audit',
-           'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
-           'cmd_protocol', 'cmd_meta', 'cmd_models', 'main']
+__all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'DATA_SUFFIXES',
+           'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'build_parser',
+           'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers',
+           'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
+           'cmd_protocol', 'cmd_meta', 'cmd_models', 'quiet_bars', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -51,6 +52,67 @@ def error_line(e: BaseException) -> str:
     if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)) and e.filename:
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
     return f"{PROG}: error: {msg}"
+
+# %% ../nbs/10_cli.ipynb #c8f04616
+EXAMPLES = {
+    "heterogeneity": {"paths": ["heterogeneity/rm-a.jsonl", "heterogeneity/rm-b.jsonl"]},
+    "protocol": {"samples": "protocol/samples.csv",
+                 "rewards": ["protocol/rm-a.csv", "protocol/rm-b.csv", "protocol/rm-c.csv"]},
+    "meta": {"paths": ["meta/rmbench.csv", "meta/rewardbench.csv"], "downstream": "meta/winrates.csv",
+             "metric": "win_rate"},
+}
+
+EPILOGS = {
+    "heterogeneity": """input: per-prompt results, one model per file (JSON list or JSON lines), each row with a
+`subset` and one of `correct` (true/false), `results` (1/0), `margin` (> 0 is right) or
+`scores_chosen`/`scores_rejected`; a saved audit folder works too. One row:
+  {"id": "chat-0", "subset": "chat", "correct": true}
+try it: reward-auditor heterogeneity --example --out runs/het""",
+    "verifier-audit": """input: none needed (built-in gold answers); --golds takes a .jsonl/.json/.csv file with a
+`gold` column (LaTeX answer) and optional `id`, `kind`, `identities`. One row:
+  {"id": "g1", "gold": "\\\\frac{1}{2}"}
+try it: reward-auditor verifier-audit --out runs/verifiers   (quick: --rules identity,fbox)""",
+    "protocol": """input: a samples table (.csv/.jsonl/.parquet) with `prompt_id`, `k` (response number), `gold`
+(gold score) and `domain`, plus reward columns or --rewards files with `prompt_id`, `k`, `reward`
+(the file name names the RM). One samples row and one rewards row:
+  prompt_id,k,prompt,response,domain,gold    p0000,0,prompt 0,response 0,chat,0.5
+  prompt_id,k,reward                         p0000,0,0.546
+try it: reward-auditor protocol --example --n 1 2 4 --out runs/protocol""",
+    "meta": """input: audit tables (saved audit folders or .csv/.parquet files, one benchmark each) with `model`,
+`subset`, `perturbation`, `effect_size`, `significant` (optional: `group`, `p_adjusted`, `r_S`,
+`accuracy_before`, `accuracy_after`); --downstream a table with `model` and a numeric metric. One row each:
+  model,subset,perturbation,group,effect_size,significant    rm00,chat,EF,controlled,0.12,False
+  model,win_rate                                             rm00,0.23
+try it: reward-auditor meta --example --out runs/meta""",
+}
+
+
+def example_path(*parts: str) -> Path:
+    "A file of the example inputs shipped with the package."
+    import reward_auditor
+    return Path(reward_auditor.__file__).resolve().parent.joinpath("examples", *parts)
+
+
+def _example(p: argparse.ArgumentParser, command: str) -> None:
+    p.add_argument("--example", action="store_true",
+                   help=f"run on the tiny example inputs shipped with the package (reward_auditor/examples/{command})")
+
+
+def _use_example(ns, command: str) -> None:
+    "Fill a diagnostic's inputs from the shipped example (with --example), or insist on them."
+    if getattr(ns, "example", False):
+        for key, val in EXAMPLES[command].items():
+            path = [str(example_path(v)) for v in val] if isinstance(val, list) else (
+                str(example_path(val)) if key != "metric" else val)
+            setattr(ns, key, path)
+        shown = [v for k, v in vars(ns).items() if k in EXAMPLES[command] and k != "metric"]
+        flat = [x for v in shown for x in (v if isinstance(v, list) else [v])]
+        print(f"example inputs: {', '.join(flat)}", file=sys.stderr)
+        return
+    need = "paths" if command != "protocol" else "samples"
+    if not getattr(ns, need, None):
+        raise CLIError(f"no input given: pass the files (see `{PROG} {command} --help` for their columns), or "
+                       f"--example to try the shipped example", command)
 
 # %% ../nbs/10_cli.ipynb #42680b10
 class _Parser(argparse.ArgumentParser):
@@ -108,6 +170,7 @@ def _margin(s: str):
 
 AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
+    limit=None,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True, load_in=None)
@@ -119,14 +182,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                    help="show the full traceback on errors")
     p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                   help="no progress bars")
+                   help="no progress bars (also none from transformers or the hub while a model loads)")
 
 
 def _audit_options(p: argparse.ArgumentParser) -> None:
     "Audit options; defaults are applied later so that `--resume` can tell given from default."
     S = argparse.SUPPRESS
     g = p.add_argument_group("data and conditions")
-    g.add_argument("--data", default=S, help="preference data: a file, an HF dataset folder, or 'sample'")
+    g.add_argument("--data", nargs="+", action="extend", default=S, metavar="FILE",
+                   help="preference data: files (each its own subset unless the data names subsets), a folder of "
+                        "files, an HF dataset folder, or 'sample'. Needs prompt, chosen, rejected per row (id and "
+                        "subset optional), e.g. {\"prompt\": \"2+2?\", \"chosen\": \"4\", \"rejected\": \"5\"}")
+    g.add_argument("--limit", type=_positive_int("limit"), default=S, metavar="N",
+                   help="audit a seeded random N pairs of the data, stratified by subset (to try a big dataset "
+                        "quickly)")
     g.add_argument("--format", default=S, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
     g.add_argument("--drop-invalid", action="store_true", default=S,
                    help="skip rows that fail validation (empty or identical answers, duplicate ids) with a warning "
@@ -140,11 +209,16 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--perturbations", default=S,
                    help="'all', a comma-separated list (EF,PH,...) or 'none' (default: all; none with --conditions)")
     g = p.add_argument_group("scorers")
-    g.add_argument("--model", action="append", default=S,
-                   help="a reward-model folder or hub id (repeatable)")
-    g.add_argument("--scorer", action="append", default=S,
-                   help="a control scorer (overlap, length, noise) or a score file (repeatable)")
-    g.add_argument("--kind", default=S, help="scorer family for --model (e.g. classifier, dpo, judge)")
+    g.add_argument("--model", action="append", default=S, metavar="[NAME=]PATH",
+                   help="a reward-model folder or hub id, optionally named: --model sft-500=ckpt/checkpoint-500 "
+                        "(repeatable; default name: the folder or hub id)")
+    g.add_argument("--scorer", action="append", default=S, metavar="[NAME=]SCORER",
+                   help="a control scorer (overlap, length, noise) or a score file, optionally named as NAME=FILE "
+                        "(repeatable)")
+    g.add_argument("--kind", default=S,
+                   help="model family for --model: discriminative (a sequence-classification reward model; detected "
+                        "from the config), dpo (a policy's implicit reward, with --reference) or judge (a generative "
+                        "pairwise judge)")
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
     g.add_argument("--dtype", default=S, help="float32, bfloat16, float16 (default: by device)")
     g.add_argument("--batch-size", type=_positive_int("batch size"), default=S,
@@ -172,10 +246,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--margin", type=_margin, default=S, help="effect-size margin for UNSUITABLE (default 0.2; or auto)")
     g.add_argument("--family", choices=["subset", "model"], default=S,
                    help="FDR family: one model x one subset (default) or one model with subsets pooled")
-    g.add_argument("--two-sided", dest="two_sided", action="store_true", default=S,
-                   help="also test the lower tail and report IMPROVES (the default)")
     g.add_argument("--one-sided", dest="two_sided", action="store_false", default=S,
-                   help="test degradation only, as in the paper")
+                   help="test degradation only, as in the paper (default: two-sided, a significant rise is "
+                        "reported as IMPROVES)")
     g.add_argument("--preset", choices=["paper-code"], default=S,
                    help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars (to compare with published tables)")
     g = p.add_argument_group("output")
@@ -217,10 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("perturb", help="write the perturbed conditions of a dataset to a file")
     _common(q)
-    q.add_argument("--data", required=True, help="preference data: a file, an HF dataset folder, or 'sample'")
+    q.add_argument("--data", required=True, nargs="+", action="extend", metavar="FILE",
+                   help="preference data: files, a folder of files, an HF dataset folder, or 'sample'")
     q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
-    q.add_argument("--perturbations", default="all", help="'all' (default) or a comma-separated list (EF,PH,...)")
+    q.add_argument("--perturbations", default="all",
+                   help="'all' (default) or a comma-separated list of codes in any case (EF,ph,...)")
+    q.add_argument("--limit", type=_positive_int("limit"), default=None, metavar="N",
+                   help="perturb a seeded random N pairs, stratified by subset")
     q.add_argument("--seed", type=int, default=0, help="seed of the random perturbations (default 0)")
     q.add_argument("--out", required=True, help="a .jsonl, .csv or .parquet file")
 
@@ -232,10 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--compare", nargs="+", default=[], metavar="RUN", help="more run folders to compare with")
     r.add_argument("--out", default=None, help="folder for the report (default: the run folder)")
 
-    h = sub.add_parser("heterogeneity", help="subset x correct/incorrect heterogeneity of per-prompt results")
+    h = sub.add_parser("heterogeneity", help="subset x correct/incorrect heterogeneity of per-prompt results",
+                       epilog=EPILOGS["heterogeneity"], formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(h)
-    h.add_argument("paths", nargs="+",
+    h.add_argument("paths", nargs="*",
                    help="per-prompt results files (JSON or JSON lines, one model each) or saved audit folders")
+    _example(h, "heterogeneity")
     h.add_argument("--alpha", type=_alpha, default=0.05,
                    help="significance level of the chi-square test and of BH across models (default 0.05)")
     h.add_argument("--v-target", type=float, default=0.10,
@@ -247,7 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
     _diagnostic_out(h)
 
-    v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers")
+    v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers",
+                       epilog=EPILOGS["verifier-audit"], formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(v)
     v.add_argument("--verifier", action="append", default=None,
                    help="built-in verifier name (repeatable; default: the four built-ins)")
@@ -262,9 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--rules", default=None, help="only these rule ids (comma-separated), e.g. for a quick check")
     _diagnostic_out(v)
 
-    pr = sub.add_parser("protocol", help="the pre-RL protocol on on-policy samples and rewards")
+    pr = sub.add_parser("protocol", help="the pre-RL protocol on on-policy samples and rewards",
+                        epilog=EPILOGS["protocol"], formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(pr)
-    pr.add_argument("samples", help="on-policy samples file")
+    pr.add_argument("samples", nargs="?", default=None,
+                    help="on-policy samples file (prompt_id, k, gold, domain; reward columns optional)")
+    _example(pr, "protocol")
     pr.add_argument("--rewards", nargs="*", default=[], help="reward files, one per RM")
     pr.add_argument("--styled", nargs="*", default=[], help="reward files after a style rewrite")
     pr.add_argument("--gold", default="gold", help="column of the samples file with the gold score (default gold)")
@@ -278,9 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     _diagnostic_out(pr)
 
-    m = sub.add_parser("meta", help="meta-analyses over saved audits (benchmarks, correlations, downstream)")
+    m = sub.add_parser("meta", help="meta-analyses over saved audits (benchmarks, correlations, downstream)",
+                       epilog=EPILOGS["meta"], formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(m)
-    m.add_argument("paths", nargs="+", help="saved audit folders or table files")
+    m.add_argument("paths", nargs="*", help="saved audit folders or table files (one benchmark each)")
+    _example(m, "meta")
     m.add_argument("--downstream", default=None, metavar="FILE",
                    help="per-model downstream results (.csv, .json or .jsonl with a `model` column) to correlate "
                         "with the models' risk")
@@ -303,6 +388,8 @@ def resolve_audit_args(given: dict) -> dict:
     "Merge defaults, the saved run (with --resume) and the given arguments; check what must be there."
     given = {k: v for k, v in given.items() if k not in ("command", "debug", "quiet")}
     resume = given.pop("resume", False)
+    if isinstance(given.get("data"), list) and len(given["data"]) == 1:
+        given["data"] = given["data"][0]  # one source is saved as a string, as before several were allowed
     if "out" not in given:
         raise CLIError("an output folder is required", "--out")
     out = Path(given["out"])
@@ -326,6 +413,97 @@ def resolve_audit_args(given: dict) -> dict:
                        "--model/--scorer")
     return args
 
+# %% ../nbs/10_cli.ipynb #7209751b
+DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
+
+
+def split_name(spec: str) -> tuple[str | None, str]:
+    "'NAME=PATH' → (NAME, PATH); anything else (or an existing path containing '=') → (None, spec)."
+    name, eq, rest = str(spec).partition("=")
+    if not eq or not name or not rest or "/" in name or "\\" in name or Path(spec).exists():
+        return None, str(spec)
+    return name, rest
+
+
+def data_files(paths: str | Sequence[str]) -> list[str]:
+    "Expand --data arguments: a plain folder becomes its data files (sorted); files, HF folders, 'sample' stay."
+    from reward_auditor.data import _HF_MARKERS
+    out: list[str] = []
+    for p in [paths] if isinstance(paths, (str, Path)) else paths:
+        q = Path(p)
+        if q.is_dir() and not any((q / m).exists() for m in _HF_MARKERS):
+            found = sorted(str(f) for f in q.iterdir() if f.is_file() and f.suffix.lower() in DATA_SUFFIXES
+                           and not f.name.startswith(".") and not f.name.endswith(".records.json"))
+            if not found:
+                raise CLIError(f"folder {q} holds no data file ({', '.join(DATA_SUFFIXES)})", "--data")
+            out += found
+        else:
+            out.append(str(p))
+    return out
+
+
+def limit_pairs(frame, n: int, seed: int = 0):
+    "A seeded random `n` rows, allocated to subsets in proportion to size (at least 2 each), original order kept."
+    import numpy as np
+    sizes = frame["subset"].astype(str).value_counts(sort=False)
+    if n >= len(frame):
+        return frame
+    floor = {s: min(2, int(c)) for s, c in sizes.items()}
+    spare = max(n - sum(floor.values()), 0)
+    rest = {s: int(c) - floor[s] for s, c in sizes.items()}
+    total_rest = sum(rest.values())
+    share = {s: spare * r / total_rest if total_rest else 0.0 for s, r in rest.items()}
+    take = {s: floor[s] + int(share[s]) for s in sizes.index}
+    left = n - sum(take.values())  # largest remainders get the rounding leftovers
+    for s in sorted(sizes.index, key=lambda s: (-(share[s] - int(share[s])), str(s))):
+        if left <= 0:
+            break
+        if take[s] < sizes[s]:
+            take[s] += 1
+            left -= 1
+    rng = np.random.default_rng(seed)
+    keep = []
+    sub = frame["subset"].astype(str).to_numpy()
+    for s in sizes.index:
+        idx = np.flatnonzero(sub == s)
+        keep += list(rng.choice(idx, size=min(take[s], len(idx)), replace=False))
+    out = frame.iloc[sorted(keep)].reset_index(drop=True)
+    out.attrs = dict(frame.attrs)
+    return out
+
+
+def load_data(paths: str | Sequence[str], format: str | None = None, errors: str = "raise",
+              limit: int | None = None, seed: int = 0):
+    "Load one or several --data sources into one validated frame (each file its own subset unless named)."
+    import pandas as pd
+    from reward_auditor.data import load_preferences, validate
+    files = data_files(paths)
+    if len(files) == 1:
+        frame = load_preferences(files[0], format=format, errors=errors)
+    else:
+        parts = []
+        for f in files:
+            part = load_preferences(f, format=format, errors=errors, subset=Path(f).stem)
+            parts.append(part.assign(_file=Path(f).stem))
+        frame = pd.concat(parts, ignore_index=True)
+        ids = frame["id"].astype(str)
+        clash = ids.duplicated(keep=False)
+        frame.loc[clash, "id"] = frame.loc[clash, "_file"] + ":" + ids[clash]
+        frame = validate(frame.drop(columns="_file"), ", ".join(files), errors=errors)
+    if limit is not None:
+        frame = limit_pairs(frame, limit, seed)
+    frame.attrs["source"] = ", ".join(files) + (f" (limit {limit}, seed {seed})" if limit else "")
+    return frame
+
+
+def cli_syntax(message: str) -> str:
+    "Rewrite Python-call advice in a library message into command-line options (kind='dpo' → --kind dpo)."
+    import re
+    message = re.sub(r"\b(kind|reference|beta|reduction|trust_remote_code)='?([^'\s,)]*)'?",
+                     lambda m: f"--{m.group(1).replace('_', '-')}" + (f" {m.group(2)}" if m.group(2) else ""),
+                     message)
+    return message.replace("without --kind (discriminative)", "without --kind (or with --kind discriminative)")
+
 # %% ../nbs/10_cli.ipynb #f3392df3
 CONTROL_SCORERS = ("overlap", "length", "noise")
 
@@ -334,21 +512,28 @@ def make_scorers(args: dict) -> list:
     "Scorer objects for --scorer and --model arguments (`scorers.load_scorer`)."
     from reward_auditor.scorers import load_scorer
     out = []
-    for s in args.get("scorer") or []:
+    for spec in args.get("scorer") or []:
+        name, s = split_name(spec)
         if s not in CONTROL_SCORERS and not Path(s).is_file():
             raise CLIError(f"unknown scorer {s!r}: use {', '.join(CONTROL_SCORERS)} or a score file "
                            f"(models go to --model)", "--scorer")
-        out.append(load_scorer(s))
+        out.append(load_scorer(s, **({"name": name} if name else {})))
     kw = {k: args[k] for k in MODEL_OPTIONS if args.get(k) is not None}
     if args.get("trust_remote_code"):
         kw["trust_remote_code"] = True
-    for m in args.get("model") or []:
+    for spec in args.get("model") or []:
+        name, m = split_name(spec)
         try:
-            out.append(load_scorer(m, kind=args.get("kind"), **kw))
+            out.append(load_scorer(m, kind=args.get("kind"), **kw, **({"name": name} if name else {})))
         except Exception as e:
             if not is_input_error(e):
                 raise
-            raise CLIError(" ".join(str(e).split()), "--model") from e
+            raise CLIError(cli_syntax(" ".join(str(e).split())), "--model") from e
+    names = [s.name for s in out]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise CLIError(f"two scorers are both called {dup!r}: name them, e.g. --model {dup}-a=PATH "
+                       f"--model {dup}-b=OTHER_PATH", "--model/--scorer")
     return out
 
 # %% ../nbs/10_cli.ipynb #ab1330a3
@@ -379,7 +564,6 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
 def run_audit(args: dict, progress: bool = True) -> int:
     "The `audit` subcommand on resolved arguments."
     from reward_auditor.audit import AuditSettings, audit, check_writable, perturbation_names
-    from reward_auditor.data import load_preferences
     t0 = time.perf_counter()
     out = check_writable(args["out"])
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
@@ -387,9 +571,11 @@ def run_audit(args: dict, progress: bool = True) -> int:
                   preset=args["preset"])  # every statistical setting is checked before anything is loaded
     data = None
     if args.get("data"):
-        data = load_preferences(args["data"], format=args.get("format"),
-                                errors="drop" if args.get("drop_invalid") else "raise")
-        data.attrs["source"] = str(args["data"])
+        data = load_data(args["data"], format=args.get("format"),
+                         errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),
+                         seed=args["seed"])
+    elif args.get("limit"):
+        raise CLIError("--limit samples --data; with --conditions only, cut the files instead", "--limit")
     conditions = args.get("conditions") or None
     if isinstance(conditions, str):
         conditions = [conditions]
@@ -435,14 +621,20 @@ def cmd_demo(ns) -> int:
 def cmd_perturb(ns) -> int:
     "Write every condition (long format: one row per item and perturbation) to a file."
     import pandas as pd
-    from reward_auditor.audit import check_writable, make_conditions
-    from reward_auditor.data import load_preferences
+    from reward_auditor.audit import check_writable, make_conditions, perturbation_names
     out = Path(ns.out)
     if out.suffix not in (".jsonl", ".csv", ".parquet"):
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
     check_writable(out.parent)
-    data = load_preferences(ns.data, format=ns.format, errors="drop" if ns.drop_invalid else "raise")
-    conds, skipped = make_conditions(data, ns.perturbations, seed=ns.seed, progress=_progress(ns))
+    data = load_data(ns.data, format=ns.format, errors="drop" if ns.drop_invalid else "raise", limit=ns.limit,
+                     seed=ns.seed)
+    try:
+        names = perturbation_names(ns.perturbations)
+    except ValueError as e:
+        raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
+    conds, skipped = make_conditions(data, names, seed=ns.seed, progress=_progress(ns))
+    if not conds:
+        raise CLIError(f"no perturbation could be applied; skipped: {skipped}", "--perturbations")
     frame = pd.concat([c.frame.assign(perturbation=n, side=c.side, group=c.group) for n, c in conds.items()],
                       ignore_index=True)
     if out.suffix == ".jsonl":
@@ -458,7 +650,8 @@ def cmd_perturb(ns) -> int:
         print(f"{n}: {int(c.frame['changed'].sum())} of {len(c.frame)} items changed")
     for n, why in skipped.items():
         print(f"skipped {n}: {why}")
-    print(f"wrote {out}")
+    print(f"wrote {len(frame)} rows ({len(data)} pairs x {len(conds)} perturbation(s)) to {out}")
+    print(f"wrote {out.parent / (out.name + '.records.json')} (what each perturbation did)")
     return 0
 
 
@@ -478,8 +671,10 @@ def _check_out(ns) -> None:
 
 
 def _emit(result, ns) -> int:
-    "Print a diagnostic's result; with --out DIR save it there and render report.html (unless --no-report)."
-    print(repr(result))
+    "Print a diagnostic's summary; with --out DIR save it there and render report.html (unless --no-report)."
+    text = result.summary() if callable(getattr(result, "summary", None)) else None
+    text = text if isinstance(text, str) else repr(result)
+    print(text)
     if not ns.out:
         return 0
     p = Path(ns.out)
@@ -498,6 +693,7 @@ def _emit(result, ns) -> int:
 
 def cmd_heterogeneity(ns) -> int:
     from reward_auditor.heterogeneity import heterogeneity_cli
+    _use_example(ns, "heterogeneity")
     _check_out(ns)
     return _emit(heterogeneity_cli(ns.paths, alpha=ns.alpha, v_target=ns.v_target, min_power=ns.min_power,
                                    n_resamples=ns.n_resamples, seed=ns.seed), ns)
@@ -508,11 +704,12 @@ def cmd_verifier_audit(ns) -> int:
     _check_out(ns)
     names = [v.strip() for n in (ns.verifier or []) for v in n.split(",") if v.strip()] or list(va.BUILTIN_VERIFIERS)
     return _emit(va.verifier_audit_cli(names, golds_path=ns.golds, strata=ns.strata, seed=ns.seed, timeout=ns.timeout,
-                                       workers=ns.workers, rules=ns.rules), ns)
+                                       workers=ns.workers, rules=ns.rules, progress=_progress(ns)), ns)
 
 
 def cmd_protocol(ns) -> int:
     from reward_auditor.protocol import protocol_cli
+    _use_example(ns, "protocol")
     _check_out(ns)
     return _emit(protocol_cli(ns.samples, ns.rewards, styled_paths=ns.styled, gold=ns.gold, domain=ns.domain,
                               ns=ns.n, tau=ns.tau, n_boot=ns.n_boot, seed=ns.seed), ns)
@@ -520,6 +717,7 @@ def cmd_protocol(ns) -> int:
 
 def cmd_meta(ns) -> int:
     from reward_auditor.meta import meta_cli
+    _use_example(ns, "meta")
     _check_out(ns)
     return _emit(meta_cli(ns.paths, downstream=ns.downstream, metric=ns.metric, value=ns.value, method=ns.method,
                           seed=ns.seed), ns)
@@ -544,12 +742,58 @@ COMMANDS = {"demo": cmd_demo, "audit": cmd_audit, "perturb": cmd_perturb, "repor
             "heterogeneity": cmd_heterogeneity, "verifier-audit": cmd_verifier_audit, "protocol": cmd_protocol,
             "meta": cmd_meta, "models": cmd_models}
 
+# %% ../nbs/10_cli.ipynb #c7b60326
+def _line_progress_class():
+    "A tqdm subclass that draws nothing and writes one line when an outermost bar closes."
+    import io
+    from tqdm import tqdm as _tqdm
+
+    class LineProgress(_tqdm):
+        def __init__(self, *args, **kw):
+            self._line_to = kw.get("file") or sys.stderr
+            kw["file"] = io.StringIO()
+            super().__init__(*args, **kw)
+
+        def display(self, msg=None, pos=None):
+            return True
+
+        def close(self):
+            if not self.disable and not getattr(self, "_said", False) and abs(getattr(self, "pos", 0)) == 0:
+                self._said = True
+                total = f"/{self.total}" if self.total else ""
+                elapsed = self.format_interval(self.format_dict["elapsed"])
+                print(f"{PROG}: {self.desc or 'progress'}: {self.n}{total} in {elapsed}", file=self._line_to,
+                      flush=True)
+            super().close()
+    return LineProgress
+
+
+def quiet_bars(quiet: bool = False, tty: bool | None = None):
+    "Silence the hub's and transformers' bars with `quiet`; one line per stage when stderr is not a terminal."
+    if quiet:
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        if "transformers" in sys.modules:
+            sys.modules["transformers"].utils.logging.disable_progress_bar()
+        return lambda: None
+    tty = sys.stderr.isatty() if tty is None else tty
+    if tty:
+        return lambda: None
+    import tqdm
+    import tqdm.auto
+    saved = (tqdm.tqdm, tqdm.auto.tqdm)
+    tqdm.tqdm = tqdm.auto.tqdm = _line_progress_class()
+
+    def restore():
+        tqdm.tqdm, tqdm.auto.tqdm = saved
+    return restore
+
 # %% ../nbs/10_cli.ipynb #16c72b34
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of the `reward-auditor` command."
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    restore = quiet_bars(quiet="-q" in argv or "--quiet" in argv)
     try:
         ns = build_parser().parse_args(argv)
         return COMMANDS[ns.command](ns)
@@ -568,6 +812,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: internal error: {type(e).__name__}: {' '.join(str(e).split())} "
               f"(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
+    finally:
+        restore()
 
 # %% ../nbs/10_cli.ipynb #f101b139
 if __name__ == "__main__":  # python -m reward_auditor.cli, when the console script is not installed

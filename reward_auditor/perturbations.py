@@ -29,23 +29,19 @@ import pandas as pd
 __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS', 'STOPWORDS', 'KEY_NEIGHBOURS', 'EF_STYLES',
            'IMPERATIVES', 'CN_OPS', 'CN_PROBS', 'LEXNAMES', 'WORDNET_FILES', 'DEBIAN_WORDNET', 'LE_OPENERS',
            'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS', 'BUILTINS', 'CANONICAL', 'RESPONSE_FILE_NAMES', 'RMBENCH_NAMES',
-           'PerturbationError', 'MissingResourceError', 'item_rng', 'protected_spans', 'mask', 'Segmented', 'words',
-           'sentences', 'edit_size', 'Perturbation', 'FunctionPerturbation', 'Registry', 'register', 'core_instruction',
-           'emphasis_format', 'punctuation_sites', 'punctuation_habits', 'random_handle', 'irrelevant_username',
-           'random_link', 'irrelevant_weblink', 'typo', 'noise_candidates', 'character_noise', 'cache_dir',
-           'lexnames_text', 'build_wordnet_folder', 'wordnet_reader', 'nltk_data_dirs', 'WordNetLite', 'wordnet_lite',
-           'wordnet_resources', 'synonym_candidates', 'synonym_transformation', 'SynonymTransformation',
-           'prose_sentences', 'length_template', 'is_structured', 'structure', 'structured_presentation', 'unstructure',
-           'DataSizedMemo', 'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces',
-           'ModelRewrite', 'Condition', 'perturb', 'condition_from_frame', 'conditions_from_file']
+           'item_rng', 'protected_spans', 'mask', 'Segmented', 'words', 'sentences', 'edit_size', 'Perturbation',
+           'FunctionPerturbation', 'Registry', 'register', 'core_instruction', 'emphasis_format', 'punctuation_sites',
+           'punctuation_habits', 'random_handle', 'irrelevant_username', 'random_link', 'irrelevant_weblink', 'typo',
+           'noise_candidates', 'character_noise', 'lexnames_text', 'build_wordnet_folder', 'wordnet_reader',
+           'nltk_data_dirs', 'WordNetLite', 'wordnet_lite', 'wordnet_resources', 'synonym_candidates',
+           'synonym_transformation', 'SynonymTransformation', 'prose_sentences', 'length_template', 'is_structured',
+           'structure', 'structured_presentation', 'unstructure', 'DataSizedMemo', 'translation_plan', 'restore',
+           'assemble', 'Translation', 'protected_pieces', 'ModelRewrite', 'Condition', 'perturb',
+           'condition_from_frame', 'conditions_from_file', 'PerturbationError', 'MissingResourceError', 'cache_dir']
 
 # %% ../nbs/03_perturbations.ipynb #b6b818ac
-class PerturbationError(ValueError):
-    "A perturbation was asked for something it cannot do (unknown name, bad parameter, bad data)."
-
-
-class MissingResourceError(PerturbationError):
-    "A perturbation needs a resource (WordNet, apertium, a rewriter) that is not available here."
+from .resources import MissingResourceError, PerturbationError, cache_dir
+_all_ = ["PerturbationError", "MissingResourceError", "cache_dir"]
 
 # %% ../nbs/03_perturbations.ipynb #8d9cfb2a
 def item_rng(seed: int, name: str, version: str, item_id: str, field: str, k: int = 0) -> np.random.Generator:
@@ -640,12 +636,6 @@ _LEX_CATEGORY = {"adj": 3, "adv": 4, "noun": 1, "verb": 2}
 WORDNET_FILES = ("cntlist.rev", "index.sense", "index.adj", "index.adv", "index.noun", "index.verb",
                  "data.adj", "data.adv", "data.noun", "data.verb", "adj.exc", "adv.exc", "noun.exc", "verb.exc")
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
-
-
-def cache_dir(*parts: str) -> Path:
-    "The user cache folder for reward_auditor ($REWARD_AUDITOR_CACHE, else $XDG_CACHE_HOME or ~/.cache)."
-    root = os.environ.get("REWARD_AUDITOR_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "reward_auditor"
-    return Path(root).joinpath(*parts)
 
 
 def lexnames_text() -> str:

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_radar',
-           'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation']
+__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'plain_text', 'risk_matrix', 'risk_styler', 'radar',
+           'meta_radar', 'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation']
 
 # %% ../nbs/08_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -37,6 +37,18 @@ def perturbation_order(names: Iterable[str]) -> list[str]:
     "The ten in the paper's order (controlled, then stylized), any others after them in first-seen order."
     names = list(dict.fromkeys(names))
     return [n for n in PERTURBATION_ORDER if n in names] + [n for n in names if n not in PERTURBATION_ORDER]
+
+# %% ../nbs/08_plots.ipynb #561f62cc
+def plain_text(x) -> str:
+    "Text shown verbatim by matplotlib: str(x) with every '$' escaped so mathtext never parses data."
+    return str(x).replace("$", r"\$")
+
+
+def _finish(fig, owned: bool = True):
+    "Lay out and return a figure; close it in pyplot when the function made it, so Jupyter shows it once."
+    if owned:
+        _plt().close(fig)
+    return fig
 
 # %% ../nbs/08_plots.ipynb #36a22f56
 def risk_matrix(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: str = "effect_size") -> pd.DataFrame:
@@ -98,41 +110,56 @@ def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: st
 
 # %% ../nbs/08_plots.ipynb #8ada86b0
 def radar(table: pd.DataFrame, by: str = "subset", value: str = "effect_size", models: Sequence[str] | None = None,
-          ncols: int = 3, size: float = 3.4):
-    "A grid of radar charts, one per `by` value, one polygon per model → matplotlib Figure."
+          ncols: int = 3, size: float = 3.4, max_overlay: int = 4):
+    "Radar charts on one fixed radial scale → Figure: one per `by` value (models as polygons), or one per model."
     plt = _plt()
+    import seaborn as sns
     names = perturbation_order(table["perturbation"])
-    panels = list(dict.fromkeys(table[by]))
     models = list(models or dict.fromkeys(table["model"]))
+    table = table[table["model"].isin(models)]
+    if by != "model" and len(models) > max_overlay:  # the paper's Figure 2: a radar per model, subsets as polygons
+        panel_col, poly_col, panels, polys = "model", by, models, list(dict.fromkeys(table[by]))
+        ncols = max(ncols, 4)
+    else:
+        panel_col, poly_col, panels, polys = by, "model", list(dict.fromkeys(table[by])), models
     ncols = min(ncols, len(panels))
     nrows = int(np.ceil(len(panels) / ncols))
     fig, axes = plt.subplots(nrows, ncols, subplot_kw={"projection": "polar"},
-                             figsize=(size * ncols, size * nrows + 0.6), squeeze=False)
+                             figsize=(size * ncols, size * nrows + 0.8), squeeze=False)
     ang = np.linspace(0, 2 * np.pi, len(names), endpoint=False)
-    top = max(float(np.nanmax(np.clip(table[value].replace([np.inf, -np.inf], np.nan), 0, None))), 0.1)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    vals = np.clip(table[value].replace([np.inf, -np.inf], np.nan).to_numpy(float), 0, None)
+    top = max(float(np.nanmax(vals)) if np.isfinite(vals).any() else 0.0, 0.1)  # one scale for every panel
+    colors = sns.color_palette("tab10" if len(polys) <= 10 else "husl", len(polys))
     for ax, panel in zip(axes.flat, panels):
-        sub = table[table[by] == panel]
-        for i, m in enumerate(models):
-            s = sub[sub["model"] == m].set_index("perturbation").reindex(names)
-            v = np.clip(s[value].to_numpy(float), 0, None)
-            v = np.nan_to_num(v, nan=0.0, posinf=top)
-            c = colors[i % len(colors)]
-            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], color=c, lw=1.5, label=str(m))
+        sub = table[table[panel_col] == panel]
+        for c, key in zip(colors, polys):
+            s = sub[sub[poly_col] == key].set_index("perturbation").reindex(names)
+            if s[value].isna().all():
+                continue
+            v = np.nan_to_num(np.clip(s[value].to_numpy(float), 0, None), nan=0.0, posinf=top)
+            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], color=c, lw=1.5, label=plain_text(key))
             ax.fill(np.r_[ang, ang[:1]], np.r_[v, v[:1]], color=c, alpha=0.08)
             sig = s["significant"].fillna(False).to_numpy(bool)
             ax.scatter(ang[sig], v[sig], color=c, s=22, zorder=3)
-        ax.set_xticks(ang, names, fontsize=8)
+        ax.set_xticks(ang, [plain_text(n) for n in names], fontsize=8)
         ax.set_ylim(0, top * 1.05)
         ax.tick_params(axis="y", labelsize=6)
-        ax.set_title(str(panel), fontsize=10, pad=16)
+        ax.set_title(plain_text(panel), fontsize=10, pad=16)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(models), 6), fontsize=8, frameon=False)
-    fig.suptitle(f"{value} per perturbation (filled marker: significant after FDR control)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.95), h_pad=3.0)
-    return fig
+    handles, labels = [], []
+    for ax in axes.flat:  # every polygon once in the legend, even if the first panel lacks some
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in labels:
+                handles.append(h)
+                labels.append(l)
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False,
+               title=poly_col, title_fontsize=8)
+    fig.suptitle(f"{plain_text(value)} per perturbation, one radar per {panel_col}, polygons per {poly_col} "
+                 f"(same radial scale 0–{top:.2f} in every panel; filled marker: significant after FDR control)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95), h_pad=3.0)
+    return _finish(fig)
 
 # %% ../nbs/08_plots.ipynb #86840ef7
 def meta_radar(table: pd.DataFrame, by: str = "subset", size: float = 3.4):
@@ -148,76 +175,86 @@ def meta_radar(table: pd.DataFrame, by: str = "subset", size: float = 3.4):
         for key, g in ms.groupby(by, sort=False):  # one polygon per subset (or benchmark)
             v = g.set_index("perturbation").reindex(names)[col].to_numpy(float)
             v = np.clip(np.nan_to_num(v, nan=0.0), 0, None)
-            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], lw=1.5, label=str(key))
+            ax.plot(np.r_[ang, ang[:1]], np.r_[v, v[:1]], lw=1.5, label=plain_text(key))
             ax.fill(np.r_[ang, ang[:1]], np.r_[v, v[:1]], alpha=0.06)
-        ax.set_xticks(ang, names, fontsize=8)
+        ax.set_xticks(ang, [plain_text(n) for n in names], fontsize=8)
         ax.tick_params(axis="y", labelsize=6)
         ax.set_title(title, fontsize=10, pad=12)
     axes[0].set_ylim(0, 1)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    return fig
+    return _finish(fig)
 
 # %% ../nbs/08_plots.ipynb #e244b289
 def delta_distributions(items: pd.DataFrame, model: str | None = None, subset: str | None = None,
                         value: str = "delta", ax=None):
-    "Box + strip plot of the per-item confidence drop for each perturbation (one model, optionally one subset)."
+    "Box + strip plot (seaborn) of the per-item confidence drop for each perturbation (one model, optionally one subset)."
     plt = _plt()
+    import seaborn as sns
     it = items if model is None else items[items["model"] == model]
     if subset is not None:
         it = it[it["subset"] == subset]
     names = perturbation_order(it["perturbation"])
-    if ax is None:
+    owned = ax is None
+    if owned:
         fig, ax = plt.subplots(figsize=(max(5.0, 0.65 * len(names) + 1.5), 3.4))
-    data = [it.loc[it["perturbation"] == n, value].to_numpy(float) for n in names]
-    ax.boxplot([d[np.isfinite(d)] for d in data], positions=range(len(names)), widths=0.55, showfliers=False,
-               medianprops={"color": "black"})
-    rng = np.random.default_rng(0)
-    for k, n in enumerate(names):
-        g = it[it["perturbation"] == n]
-        x = k + rng.uniform(-0.18, 0.18, len(g))
-        ch = g["changed"].to_numpy(bool) if "changed" in g else np.ones(len(g), bool)
-        ax.scatter(x[ch], g[value].to_numpy(float)[ch], s=7, alpha=0.6, color="#d62728", zorder=3)
-        ax.scatter(x[~ch], g[value].to_numpy(float)[~ch], s=5, alpha=0.4, color="#999999", zorder=2)
+    ch = it["changed"].to_numpy(bool) if "changed" in it else np.ones(len(it), bool)
+    d = pd.DataFrame({"perturbation": it["perturbation"].map(plain_text).to_numpy(),
+                      value: it[value].to_numpy(float), "item": np.where(ch, "changed", "unchanged")})
+    d = d[np.isfinite(d[value])]
+    order = [plain_text(n) for n in names]
+    sns.boxplot(data=d, x="perturbation", y=value, order=order, width=0.55, showfliers=False, fill=False,
+                color="black", linewidth=1, ax=ax)
+    state = np.random.get_state()  # seaborn jitters with the global generator: seed it, then put it back
+    np.random.seed(0)
+    try:
+        sns.stripplot(data=d, x="perturbation", y=value, order=order, hue="item", hue_order=["changed", "unchanged"],
+                      palette={"changed": "#d62728", "unchanged": "#999999"}, size=2.6, alpha=0.6, jitter=0.18,
+                      ax=ax, zorder=3)
+    finally:
+        np.random.set_state(state)
     ax.axhline(0, color="grey", lw=0.8, ls="--")
-    ax.set_xticks(range(len(names)), names)
+    ax.set_xlabel("")
     ax.set_ylabel("ΔM = M − M′ (positive: confidence fell)")
-    ax.set_title(f"{model or 'all models'}{'' if subset is None else ' / ' + str(subset)}: per-item change",
-                 fontsize=10)
+    if ax.get_legend() is not None:
+        ax.legend(fontsize=7, frameon=False, title=None)
+    ax.set_title(f"{plain_text(model or 'all models')}{'' if subset is None else ' / ' + plain_text(subset)}: "
+                 "per-item change", fontsize=10)
     ax.figure.tight_layout()
-    return ax.figure
+    return _finish(ax.figure, owned)
 
 # %% ../nbs/08_plots.ipynb #e0003786
 def accuracy_vs_suitability(table: pd.DataFrame, x: str = "effect_size", y: str = "accuracy_change", ax=None):
-    "Scatter of accuracy change against effect size (filled: significant), Spearman ρ in the title."
+    "Scatter (seaborn) of accuracy change against effect size by group (filled: significant), Spearman ρ in the title."
     plt = _plt()
+    import seaborn as sns
     from scipy.stats import spearmanr
-    if ax is None:
+    owned = ax is None
+    if owned:
         fig, ax = plt.subplots(figsize=(5.2, 3.8))
-    for grp, marker in (("controlled", "o"), ("stylized", "s")):
-        g = table[table["group"] == grp]
-        if not len(g):
-            continue
-        sig = g["significant"].astype(bool).to_numpy()
-        ax.scatter(g[x][sig], g[y][sig], marker=marker, s=28, label=f"{grp}, significant")
-        ax.scatter(g[x][~sig], g[y][~sig], marker=marker, s=28, facecolors="none", edgecolors="grey",
-                   label=f"{grp}, not significant")
+    d = pd.DataFrame({x: table[x].to_numpy(float), y: table[y].to_numpy(float),
+                      "group": table["group"].map(plain_text).to_numpy(),
+                      "significance": np.where(table["significant"].astype(bool), "significant", "not significant")})
+    groups = [g for g in GROUP_ORDER if g in set(d["group"])] + sorted(set(d["group"]) - set(GROUP_ORDER))
+    sns.scatterplot(data=d, x=x, y=y, hue="significance", hue_order=["significant", "not significant"],
+                    palette={"significant": "#1f77b4", "not significant": "#bbbbbb"}, style="group",
+                    style_order=groups, s=30, ax=ax)
     ax.axhline(0, color="grey", lw=0.6)
     ax.axvline(0, color="grey", lw=0.6)
-    ok = np.isfinite(table[x].to_numpy(float)) & np.isfinite(table[y].to_numpy(float))
-    rho = spearmanr(table[x][ok], table[y][ok]).statistic if ok.sum() > 2 else np.nan
-    ax.set_xlabel(f"{x} (positive: confidence fell)")
-    ax.set_ylabel(f"{y} (after − before)")
+    ok = np.isfinite(d[x].to_numpy()) & np.isfinite(d[y].to_numpy())
+    rho = spearmanr(d[x][ok], d[y][ok]).statistic if ok.sum() > 2 else np.nan
+    ax.set_xlabel(f"{plain_text(x)} (positive: confidence fell)")
+    ax.set_ylabel(f"{plain_text(y)} (after − before)")
     ax.set_title(f"accuracy change vs suitability: Spearman ρ = {rho:.2f} (n = {int(ok.sum())})", fontsize=10)
     ax.legend(fontsize=7, frameon=False)
     ax.figure.tight_layout()
-    return ax.figure
+    return _finish(ax.figure, owned)
 
 # %% ../nbs/08_plots.ipynb #13548561
 def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "subset"), min_rows: int = 4,
                         value: str = "effect_size", method: str = "spearman"):
-    "Clustered heatmap of perturbation correlations with its dendrogram (None when fewer than `min_rows` rows)."
+    "Clustered heatmap (seaborn clustermap) of perturbation correlations (None when fewer than `min_rows` rows)."
     from reward_auditor.meta import MetaError, correlation_clustering
     n_rows = table[list(rows)].drop_duplicates().shape[0]
     if n_rows < min_rows:
@@ -227,47 +264,47 @@ def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "su
         cc = correlation_clustering(t, value=value, units=tuple(rows), method=method)
     except MetaError:
         return None
-    plt = _plt()
-    from scipy.cluster.hierarchy import dendrogram
-    fig, (axd, axh) = plt.subplots(1, 2, figsize=(7.8, 5.0), gridspec_kw={"width_ratios": [1, 4]})
-    dn = dendrogram(cc.linkage, orientation="left", labels=list(cc.matrix.index), ax=axd, no_labels=True,
-                    color_threshold=0, above_threshold_color="grey")
-    order = [cc.matrix.index[i] for i in dn["leaves"]][::-1]  # top row of the heatmap = top leaf
-    c = cc.matrix.loc[order, order]
-    im = axh.imshow(c.to_numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
-    axh.set_xticks(range(len(order)), order, rotation=90)
-    axh.set_yticks(range(len(order)), order)
-    for i in range(len(order)):
-        for j in range(len(order)):
-            axh.text(j, i, f"{c.iat[i, j]:.1f}", ha="center", va="center", fontsize=6,
-                     color="white" if abs(c.iat[i, j]) > 0.6 else "black")
-    axd.axis("off")
-    fig.colorbar(im, ax=axh, fraction=0.046, pad=0.04, label=f"{method} r of {value}")
-    axh.set_title(f"perturbation correlation over {cc.n_units} {' × '.join(rows)} rows", fontsize=10)
-    fig.tight_layout()
-    return fig
+    _plt()
+    import seaborn as sns
+    m = cc.matrix.copy()
+    m.index = m.columns = [plain_text(n) for n in cc.matrix.index]
+    g = sns.clustermap(m, row_linkage=cc.linkage, col_linkage=cc.linkage, cmap="RdBu_r", vmin=-1, vmax=1,
+                       annot=True, fmt=".1f", annot_kws={"fontsize": 6}, figsize=(7.0, 6.6), dendrogram_ratio=0.14,
+                       cbar_pos=(0.03, 0.80, 0.025, 0.12))
+    g.ax_cbar.set_title(f"{method} r\nof {plain_text(value)}", fontsize=7, loc="left")
+    g.ax_heatmap.set_xlabel("")
+    g.ax_heatmap.set_ylabel("")
+    g.figure.suptitle(f"perturbation correlation over {cc.n_units} {' × '.join(map(plain_text, rows))} rows",
+                      fontsize=10, y=1.01)
+    g.figure.clustergrid = g  # the seaborn grid, for callers that want its axes
+    return _finish(g.figure)
 
 # %% ../nbs/08_plots.ipynb #68075931
 def meta_evaluation(tables: Mapping[str, pd.DataFrame], size: tuple[float, float] = (10.0, 3.6)):
-    "Grouped bars per perturbation: share of models significant and sum of effect sizes, one colour per run."
+    "Grouped bars (seaborn) per perturbation: share of models significant and sum of effect sizes, one colour per run."
     plt = _plt()
+    import seaborn as sns
     from reward_auditor.meta import benchmark_meta
     sums = {label: benchmark_meta(t.assign(benchmark=str(label)), by=("benchmark",)).set_index("perturbation")
             for label, t in tables.items()}
     names = perturbation_order([n for s in sums.values() for n in s.index])
+    long = pd.concat([s.reindex(names).rename_axis("perturbation").reset_index().assign(run=plain_text(label))
+                      for label, s in sums.items()], ignore_index=True)
+    long["perturbation"] = long["perturbation"].map(plain_text)
     fig, axes = plt.subplots(1, 2, figsize=size)
-    w = 0.8 / max(len(sums), 1)
-    x = np.arange(len(names))
-    for k, (label, s) in enumerate(sums.items()):
-        s = s.reindex(names)
-        axes[0].bar(x + k * w - 0.4 + w / 2, s["share_significant"].fillna(0), w, label=str(label))
-        axes[1].bar(x + k * w - 0.4 + w / 2, s["sum_effect"].fillna(0), w, label=str(label))
-    long = max(map(len, names), default=0) > 4
-    for ax, title in zip(axes, ("share of scorer × subset rows significant", "sum of effect sizes")):
-        ax.set_xticks(x, names, rotation=40 if long else 0, ha="right" if long else "center")
+    order = [plain_text(n) for n in names]
+    for ax, col, title in ((axes[0], "share_significant", "share of scorer × subset rows significant"),
+                           (axes[1], "sum_effect", "sum of effect sizes")):
+        sns.barplot(data=long.fillna({col: 0}), x="perturbation", y=col, hue="run", order=order, ax=ax,
+                    palette=sns.color_palette("tab10" if len(sums) <= 10 else "husl", len(sums)))
+        long_names = max(map(len, order), default=0) > 4
+        ax.tick_params(axis="x", rotation=40 if long_names else 0)
         ax.set_title(title, fontsize=10)
+        ax.set_xlabel("")
+        ax.set_ylabel("")
         ax.axhline(0, color="grey", lw=0.6)
     axes[0].set_ylim(0, 1)
+    axes[0].get_legend().remove()
     axes[1].legend(fontsize=8, frameon=False)
     fig.tight_layout()
-    return fig
+    return _finish(fig)

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
-from .perturbations import MissingResourceError, cache_dir
+from .resources import MissingResourceError, cache_dir
 
 # %% auto #0
 __all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'APERTIUM_CHUNK', 'RewriterError', 'Rewriter', 'instruction', 'rewrite_key',

@@ -1089,7 +1089,8 @@ class _Slot:
 
 
 def run_verifiers(items: pd.DataFrame, verifiers, timeout: float = 5.0, workers: int = 2,
-                  batch_size: int = 50, grace: float | None = None, start_method: str | None = None) -> pd.DataFrame:
+                  batch_size: int = 50, grace: float | None = None, start_method: str | None = None,
+                  progress: bool = False) -> pd.DataFrame:
     "Verdicts (item, verifier, outcome, detail) for every item × verifier, run in worker processes."
     vs = resolve_verifiers(verifiers)
     if timeout <= 0 or workers < 1:
@@ -1110,6 +1111,8 @@ def run_verifiers(items: pd.DataFrame, verifiers, timeout: float = 5.0, workers:
     tasks = deque((name, [(i, *pairs[i]) for i in range(s, min(s + batch_size, len(pairs)))])
                   for name in vs for s in range(0, len(pairs), batch_size))
     results: dict[tuple[str, int], tuple[str, str]] = {}
+    from tqdm.auto import tqdm
+    bar = tqdm(total=len(pairs) * len(vs), desc="verdicts", unit="verdict", disable=not progress, leave=False)
     slots = [_Slot(ctx, vs, timeout) for _ in range(min(workers, len(tasks)) or 1)]
     first = {id(s): True for s in slots}
 
@@ -1124,6 +1127,7 @@ def run_verifiers(items: pd.DataFrame, verifiers, timeout: float = 5.0, workers:
         name, batch = slot.task
         if slot.pending:
             results[(name, slot.pending.popleft())] = ("no verdict", why)
+            bar.update(1)
         pending = set(slot.pending)
         rest = [b for b in batch if b[0] in pending]
         if rest:
@@ -1152,11 +1156,13 @@ def run_verifiers(items: pd.DataFrame, verifiers, timeout: float = 5.0, workers:
                         s.task = None; assign(s); continue
                     idx, outcome, detail = msg
                     results[(s.task[0], idx)] = (outcome, detail)
+                    bar.update(1)
                     s.pending.popleft()
                     s.deadline = time.monotonic() + timeout + grace
                 elif time.monotonic() > s.deadline:
                     slots[k] = replace(s, f"killed: no answer within {timeout + grace:g}s"); assign(slots[k])
     finally:
+        bar.close()
         for s in slots:
             try:
                 s.conn.send(None)
@@ -1369,13 +1375,15 @@ def _md_table(frame: pd.DataFrame) -> str:
 
 def verifier_audit(verifiers=("math-verify-latex", "math-verify-expr", "string", "numeric-sympy"), golds=None,
                    strata="all", seed: int = 0, *, timeout: float = 5.0, workers: int = 2,
-                   rules: Sequence[str] | None = None, start_method: str | None = None) -> VerifierAuditResult:
+                   rules: Sequence[str] | None = None, start_method: str | None = None,
+                   progress: bool = False) -> VerifierAuditResult:
     "Certified metamorphic audit: generate variants of the golds, run every verifier, report rates and disagreements."
     vs = resolve_verifiers(verifiers)
     variants = generate_variants(golds, strata=strata, seed=seed, rules=rules)
     if variants.empty:
         raise VerifierAuditError("no variants were generated; check the golds, `strata` and `rules` arguments")
-    verdicts = run_verifiers(variants, vs, timeout=timeout, workers=workers, start_method=start_method)
+    verdicts = run_verifiers(variants, vs, timeout=timeout, workers=workers, start_method=start_method,
+                             progress=progress)
     v = verdicts.merge(variants[["item", "stratum", "rule"]], on="item")
     table = _rate_table(v, ["verifier", "stratum"])
     per_rule = _rate_table(v, ["verifier", "stratum", "rule"])
@@ -1392,10 +1400,11 @@ def _names(x) -> list[str] | None:
 
 def verifier_audit_cli(verifiers: Sequence[str] = ("math-verify-latex", "math-verify-expr", "string", "numeric-sympy"),
                        golds_path: str | None = None, strata="all", seed: int = 0, timeout: float = 5.0,
-                       workers: int = 2, rules: Sequence[str] | str | None = None) -> VerifierAuditResult:
+                       workers: int = 2, rules: Sequence[str] | str | None = None,
+                       progress: bool = False) -> VerifierAuditResult:
     "Entry point for `reward-auditor verifier-audit`: verifier names and rule ids (lists or comma strings), an optional gold file."
     return verifier_audit(_names(verifiers), golds=golds_path, strata=strata, seed=seed, timeout=timeout,
-                          workers=workers, rules=_names(rules))
+                          workers=workers, rules=_names(rules), progress=progress)
 
 # %% ../nbs/12_verifiers.ipynb #c8e9ab46
 def plot_verifier_audit(result: VerifierAuditResult, figsize: tuple[float, float] = (11, 6)):
@@ -1426,4 +1435,5 @@ def plot_verifier_audit(result: VerifierAuditResult, figsize: tuple[float, float
         hm.set_yticks(range(len(m)), m.index, fontsize=7)
         fig.colorbar(im, ax=hm, fraction=0.04)
     fig.tight_layout()
+    plt.close(fig)  # returned, not left open: Jupyter shows it once
     return fig

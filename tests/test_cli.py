@@ -313,3 +313,41 @@ def test_every_option_has_help():
     assert missing == []
     text = subs.choices["heterogeneity"].format_help()
     assert "--v-target" in text and "power" in text
+
+
+def test_researcher_workflow(tmp_path):
+    "Named models, several data files, --limit, results.json/risk_table.csv, one line per stage in a log, advice in CLI syntax."
+    from tiny_models import tiny_lm, tiny_rm
+    a = tiny_rm(tmp_path / "a" / "checkpoint-500", seed=0)
+    b = tiny_rm(tmp_path / "b" / "checkpoint-500", seed=1)
+    rows = lambda tag: "".join(json.dumps({"id": str(i), "prompt": f"question {i} about {tag}?",
+                                           "chosen": f"a careful answer {i} on {tag}", "rejected": "no idea"}) + "\n"
+                               for i in range(12))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "chat.jsonl").write_text(rows("chat"))
+    (data / "code.jsonl").write_text(rows("code"))
+    r = cli("audit", "--data", data, "--limit", "10", "--model", f"sft={a}", "--model", f"dpo={b}",
+            "--scorer", "len=length", "--perturbations", "ef,le", "-B", "200", "--out", tmp_path / "run", "--no-report")
+    assert r.returncode == 0, r.stderr
+    t = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert set(t["model"]) == {"sft", "dpo", "len"} and set(t["subset"]) == {"chat", "code"}
+    assert set(t["perturbation"]) == {"EF", "LE"} and set(t["n"]) == {5}          # 10 pairs split by subset
+    js = json.loads((tmp_path / "run" / "results.json").read_text())
+    cell = js["models"]["sft"]["chat"]
+    assert set(cell["perturbations"]) == {"EF", "LE"} and 0 <= cell["accuracy"] <= 1
+    assert len(pd.read_csv(tmp_path / "run" / "risk_table.csv")) == len(t)
+    assert "\r" not in r.stderr and any(line.startswith("reward-auditor: score") for line in r.stderr.splitlines())
+    # two unnamed checkpoint-500 folders: the error says how to name them
+    r = cli("audit", "--data", data, "--model", a, "--model", b, "--out", tmp_path / "x", "--no-report")
+    assert r.returncode == 2 and "--model checkpoint-500-a=PATH" in r.stderr
+    # a causal LM without --kind: advice in command-line syntax
+    lm = tiny_lm(tmp_path / "lm")
+    r = cli("audit", "--data", data, "--model", lm, "--out", tmp_path / "y", "--no-report")
+    assert r.returncode == 2 and "--kind dpo" in r.stderr and "kind='dpo'" not in r.stderr, r.stderr
+    # perturb says what it wrote; codes in any case
+    r = cli("perturb", "--data", data / "chat.jsonl", "--perturbations", "Ef,le", "--out", tmp_path / "p.jsonl")
+    assert r.returncode == 0 and "wrote 24 rows (12 pairs x 2 perturbation(s))" in r.stdout, r.stdout + r.stderr
+    # the diagnostics' shipped examples run as the README writes them
+    r = cli("meta", "--example", "--out", tmp_path / "meta", "--no-report", "-q")
+    assert r.returncode == 0 and (tmp_path / "meta" / "table.csv").exists(), r.stderr
