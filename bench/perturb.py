@@ -17,6 +17,7 @@ previous implementation (per-condition, single-process apertium, eager WordNet),
 """
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))      # this checkout's package, not an installed one
 RMBENCH = REPO.parent / "shared/data/rm-bench"
 TARGET_S = 60.0
 # the previous implementation on the same 1,000 rmbench-all items, 2 shared cores, cold process
