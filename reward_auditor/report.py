@@ -309,7 +309,7 @@ class ReportSession:
         "The shared kernel manager: started on the first render, its namespace reset before every later one."
         if self.km is None or not self.km.is_alive():
             from jupyter_client import KernelManager
-            self.work = Path(tempfile.mkdtemp(prefix="reward-auditor-kernel-"))
+            self.work = Path(tempfile.mkdtemp(prefix="reward-auditor-kernel-"))   # private (0700) and empty
             self.km = KernelManager(kernel_name=kernel_name())
             self.km.start_kernel(cwd=str(self.work))
         elif self.renders:
