@@ -83,8 +83,9 @@ def slc_scaling(source: str, sizes=(1000, 10000)) -> None:
     tr = StubTranslator()
     new_plan, new_units = P._plan, P.Translation.__dict__["_units"]
     def old_memos():
-        P._plan = lru_cache(maxsize=8192)(new_plan.__wrapped__)
-        P.Translation._units = staticmethod(lru_cache(maxsize=8192)(new_units.__func__.__wrapped__))
+        plan, units = (lru_cache(maxsize=8192)(f) for f in (new_plan.__wrapped__, new_units.__func__.__wrapped__))
+        plan.fit = units.fit = lambda n: None           # the previous memos had a fixed size
+        P._plan, P.Translation._units = plan, staticmethod(units)
     def new_memos():
         P._plan, P.Translation._units = new_plan, new_units
         new_plan.cache_clear(); new_units.__func__.cache_clear()
