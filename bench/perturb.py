@@ -153,7 +153,7 @@ def main():
     if args.slc_scaling:
         return slc_scaling(args.source)
     if args.apertium_jobs:
-        return apertium_jobs(args.source)
+        return apertium_jobs(args.source, args.n)
     w0, c0 = time.perf_counter(), cpu()
     from reward_auditor import perturbations as P
     df = items(args.n, args.source)
