@@ -13,7 +13,7 @@ _LAZY = {
     "render": ("report", "render"), "verifier_audit": ("verifiers", "verifier_audit"),
     "protocol_report": ("protocol", "protocol_report"), "meta_report": ("meta", "meta_report"),
 }
-_MODULES = ("data", "stats", "multiplicity", "resources", "perturbations", "rewriters", "cache", "scorers", "audit", "plots",
+_MODULES = ("data", "stats", "multiplicity", "resources", "perturbations", "rewriters", "cache", "scorers", "families", "audit", "plots",
             "report", "cli", "heterogeneity", "verifiers", "protocol", "meta")
 # submodules named after their main function: `ra.audit(...)` calls `ra.audit.audit(...)`, while
 # `ra.audit.AuditResult` and `from reward_auditor.audit import ...` keep working as for any module

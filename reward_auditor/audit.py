@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import platform
 import sys
 import time
@@ -30,7 +31,8 @@ from . import stats as ra_stats
 __all__ = ['PRESET_KEYS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS',
            'TABLE_COLUMNS', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions',
            'file_conditions', 'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table',
-           'decide', 'summary_json', 'write_summaries', 'AuditResult', 'package_versions', 'audit', 'check_writable']
+           'decide', 'summary_json', 'write_summaries', 'AuditResult', 'package_versions', 'error_control',
+           'detectability_warnings', 'audit', 'check_writable']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -56,8 +58,10 @@ class AuditSettings:
     stars: str = "adjusted"
     statistic: str = "mean"
     p_method: str = "permp"
-    two_sided: bool = True
+    two_sided: bool | None = None  # None: both tails, except preset 'paper-code' (the paper's one-sided test)
     preset: str | None = None
+    group_weights: dict | None = None
+    effect_ci: str = "nct"
 
     def __post_init__(self):
         if self.preset is not None:
@@ -79,6 +83,24 @@ class AuditSettings:
             raise AuditError(f"unknown family {self.family!r} (family): choose from {list(FAMILIES)}")
         if not (self.margin == "auto" or (isinstance(self.margin, (int, float)) and self.margin >= 0)):
             raise AuditError(f"margin must be a number >= 0 or 'auto', got {self.margin!r} (margin)")
+        _check_group_weights(self.multiplicity, self.group_weights)
+        if self.two_sided is None:
+            self.two_sided = self.preset != "paper-code"
+        if self.effect_ci not in ra_stats.CI_METHODS:
+            raise AuditError(f"unknown effect_ci {self.effect_ci!r} (effect_ci): choose from {list(ra_stats.CI_METHODS)}")
+
+
+def _check_group_weights(method: str, weights) -> None:
+    "`weighted` needs one positive q per perturbation group; other procedures take none."
+    if method == "weighted" and not weights:
+        raise AuditError("multiplicity 'weighted' needs a weight q per perturbation group (group_weights), e.g. "
+                         "group_weights={'controlled': 0.8, 'stylized': 0.5} (--group-weights "
+                         "controlled=0.8,stylized=0.5); without weights it would silently be plain BH")
+    if weights and method != "weighted":
+        raise AuditError(f"group_weights only apply to multiplicity 'weighted', not {method!r} (group_weights)")
+    for g, q in (weights or {}).items():
+        if isinstance(q, bool) or not isinstance(q, (int, float, np.number)) or not 0 < float(q) < math.inf:
+            raise AuditError(f"group weight for {g!r} must be a positive number, got {q!r} (group_weights)")
 
 # %% ../nbs/07_audit.ipynb #41f2c1cb
 def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
@@ -153,18 +175,22 @@ def _save_condition(store: Path, cond, key: str) -> None:
 
 def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed: int = 0,
                     on_unavailable: str = "skip", progress: bool = False, store: str | Path | None = None,
-                    **options) -> tuple[dict, dict[str, str]]:
+                    workers: int | None = None, **options) -> tuple[dict, dict[str, str]]:
     "Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason})."
     from tqdm import tqdm
     pt = ra_perturbations
     conds, skipped = {}, {}
+    pool = None
+    if workers is not None and workers > 1:  # byte-identical conditions, items split over processes
+        from reward_auditor.engines import PerturbPool
+        pool = PerturbPool(workers)
     for name in tqdm(perturbation_names(names), desc="perturb", disable=not progress, leave=False):
         key = _condition_key(data, name, seed, options) if store is not None else None
         if store is not None and (c := _load_condition(Path(store), name, key)) is not None:
             conds[name] = c  # made by an earlier run with the same data, version, seed and options
             continue
         try:
-            conds.update(pt.perturb(data, [name], seed=seed, **options))
+            conds.update((pool.perturb if pool is not None else pt.perturb)(data, [name], seed=seed, **options))
             if store is not None:
                 _save_condition(Path(store), conds[name], key)
         except pt.MissingResourceError as e:  # a missing backend (apertium, WordNet) must not sink the other nine
@@ -172,6 +198,8 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
                 raise AuditError(f"perturbation {name} could not run: {e} (perturbations)") from e
             skipped[name] = f"{type(e).__name__}: {e}"
             warnings.warn(f"perturbation {name} skipped: {skipped[name]}", stacklevel=2)
+    if pool is not None:
+        pool.close()
     return conds, skipped
 
 
@@ -329,21 +357,28 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
     finite = np.isfinite(D)
     testable = finite.sum(axis=0) >= 2
     pvals, pless = np.full(len(names), np.nan), np.full(len(names), np.nan)
+    n0, pmin = np.zeros(len(names), np.int64), np.ones(len(names))
     if testable.any():  # one shared sign stream for the whole family: the fast path
         Dt = D[:, testable]
         test_args = dict(B=settings.permutations, seed=seed, statistic=settings.statistic, p_method=settings.p_method)
         if settings.two_sided:  # the lower tail of D is the upper tail of −D: same signs, one pass, both tails
-            res = ra_stats.signflip_tests(np.hstack([Dt, -Dt]), **test_args).pvalue
+            sf = ra_stats.signflip_tests(np.hstack([Dt, -Dt]), **test_args)
+            res = sf.pvalue
             pvals[testable], pless[testable] = res[:Dt.shape[1]], res[Dt.shape[1]:]
         else:
-            pvals[testable] = ra_stats.signflip_tests(Dt, **test_args).pvalue
+            sf = ra_stats.signflip_tests(Dt, **test_args)
+            pvals[testable] = sf.pvalue
+        n0[testable] = sf.n_nonzero[:Dt.shape[1]]
+        pmin[testable] = ra_stats.min_pvalue(n0[testable], settings.permutations, statistic=settings.statistic,
+                                             p_method=settings.p_method, n=sf.n[:Dt.shape[1]])
     rows = []
     for k, name in enumerate(names):
         ok = finite[:, k]
         eff = {}
         if testable[k]:
             e = ra_stats.effect_sizes(ra_stats.confidence(mb[ok, k], settings.scale),
-                                      ra_stats.confidence(ma[ok, k], settings.scale), scale=settings.scale)
+                                      ra_stats.confidence(ma[ok, k], settings.scale), scale=settings.scale,
+                                      ci_method=settings.effect_ci, seed=seed)
             eff = {f: float(getattr(e, f)) for f in EFFECT_FIELDS}
             eff["effect_size"] = eff["d_z0" if settings.effect_ddof == 0 else "d_z"]
         rows.append(dict(
@@ -357,16 +392,31 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
             **eff, p=pvals[k]))
     t = pd.DataFrame(rows)
     t["accuracy_change"] = t["accuracy_after"] - t["accuracy_before"]
-    adj = ra_multiplicity.adjust(t["p"].to_numpy(float), method=settings.multiplicity,
-                                 groups=t["group"].to_numpy(), alpha=settings.alpha)
+    # both tails: each by the family's procedure at alpha/2, adjusted p doubled (multiplicity.adjust_tails)
+    g = t["group"].to_numpy()
+    adj, adj_less = _adjust_family(t["p"].to_numpy(float), pless if settings.two_sided else None, g, settings)
     t["p_adjusted"] = np.asarray(adj.p_adjusted, float)
-    t["p_by"] = np.asarray(ra_multiplicity.adjust(t["p"].to_numpy(float), method="by",
-                                                  alpha=settings.alpha).p_adjusted, float)
+    t["p_by"] = np.asarray(ra_multiplicity.adjust_tails(t["p"].to_numpy(float), pless if settings.two_sided else None,
+                                                        "by", alpha=settings.alpha)[0].p_adjusted, float)
     if settings.two_sided:  # the improvement tail, adjusted by the same procedure within the same family
         t["p_less"] = pless
-        t["p_less_adjusted"] = np.asarray(ra_multiplicity.adjust(
-            pless, method=settings.multiplicity, groups=t["group"].to_numpy(), alpha=settings.alpha).p_adjusted, float)
+        t["p_less_adjusted"] = np.asarray(adj_less.p_adjusted, float)
+    # what could be found at all: the procedure applied to every test's smallest attainable p-value
+    t["n_nonzero"] = n0
+    t["p_min"] = np.where(testable, pmin, np.nan)
+    best = _adjust_family(np.where(testable, pmin, np.nan), np.where(testable, pmin, np.nan)
+                          if settings.two_sided else None, g, settings)[0]
+    t["detectable"] = np.asarray(best.rejected, bool)
     return t
+
+
+def _adjust_family(p, p_less, groups, settings: AuditSettings):
+    "The run's multiplicity procedure on one family, one tail (at alpha) or both (each at alpha/2)."
+    try:
+        return ra_multiplicity.adjust_tails(p, p_less, settings.multiplicity, groups=groups, alpha=settings.alpha,
+                                            weights=settings.group_weights)
+    except ra_multiplicity.MultiplicityError as e:
+        raise AuditError(f"{e} (group_weights)") from None
 
 # %% ../nbs/07_audit.ipynb #a6445fde
 def decide(table: pd.DataFrame, settings: AuditSettings) -> tuple[pd.DataFrame, float]:
@@ -430,6 +480,7 @@ TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_cha
                  "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
                  "ci_low", "ci_high",
+                 "n_nonzero", "p_min", "detectable",
                  "p", "p_adjusted", "p_by", "p_less", "p_less_adjusted", "significant", "stars", "r_S", "verdict",
                  "len_change_chosen", "len_change_rejected", "word_growth_chosen", "word_growth_rejected"]
 
@@ -545,19 +596,69 @@ def _length_changes(original: pd.DataFrame, conditions: Mapping[str, Any]) -> pd
     return pd.DataFrame(rows, columns=["subset", "perturbation", "len_change_chosen", "len_change_rejected",
                                        "word_growth_chosen", "word_growth_rejected"])
 
+# %% ../nbs/07_audit.ipynb #d0840db8
+_GUARANTEE = {"bh": "independent or positively dependent (PRDS) tests within a family",
+              "by": "any dependence between the tests", "weighted": "independent or PRDS tests, mean(1/q) <= 1"}
+
+
+def error_control(table: pd.DataFrame, settings: AuditSettings) -> tuple[dict, list[str]]:
+    "The error rate the run's decision controls (for manifest and header) and the warnings for unproven procedures."
+    a, m = settings.alpha, settings.multiplicity
+    two = settings.two_sided
+    tail = f"each tail (degradation, improvement) at alpha/2 = {a / 2:g}" if two else f"degradation tail at alpha = {a:g}"
+    shapes = {tuple(sorted(g["group"].astype(str))) for _, g in table.groupby(["model", "subset"], sort=False)}
+    measured = [ra_multiplicity.measured_fdr(m, list(sh), two_sided=two, alpha=a, weights=settings.group_weights)
+                for sh in sorted(shapes)]
+    proven = all(x["proven"] for x in measured)
+    if proven:
+        what = ("FDR over both tails <= {a:g}, and the chance of any verdict other than NO_EVIDENCE in a family "
+                "where nothing changes <= {a:g}" if two else
+                "FDR <= {a:g}, and the chance of any flag in a family where nothing changes <= {a:g}").format(a=a)
+        statement = f"{m} over each {settings.family} family, {tail}: {what} (proven for {_GUARANTEE[m]})"
+    else:
+        worst = max(measured, key=lambda x: x["max_fdr"])
+        statement = (f"{m} over each {settings.family} family, {tail}: no FDR proof at this family size; simulated "
+                     f"FDR up to {worst['max_fdr']:.3f} ± {worst['max_se']:.3f} ({worst['worst']}) against "
+                     f"alpha = {a:g}")
+    warn = [] if proven else [ra_multiplicity.fdr_warning(x) for x in measured]
+    info = {"procedure": m, "tails": "two-sided" if two else "one-sided", "alpha": a,
+            "alpha_per_tail": a / 2 if two else a, "proven": proven, "statement": statement,
+            "group_weights": settings.group_weights, "measured": [] if proven else measured}
+    return info, warn
+
+
+def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list[str]:
+    "One line per family with perturbations that cannot reach significance (too few changed items)."
+    out = []
+    lvl = settings.alpha / 2 if settings.two_sided else settings.alpha
+    for (model, subset), g in table.groupby(["model", "subset"], sort=False):
+        undetectable = ~g["detectable"].astype(bool)
+        # a test where no score moved (N0 = 0) has nothing to find; the warning is about the ones that moved
+        bad = g[undetectable & (g["n_nonzero"] > 0)]
+        if not len(bad):
+            continue
+        what = ", ".join(f"{r.perturbation} (N0 = {int(r.n_nonzero)}, p >= {r.p_min:.2g})" for r in bad.itertuples())
+        head = ("too few changed items to detect anything" if undetectable.all() else
+                f"{len(bad)} of {len(g)} perturbations cannot reach significance, too few changed items")
+        out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g} (a p-value <= {lvl:g} "
+                   f"needed at best): {what}")
+    return out
+
 # %% ../nbs/07_audit.ipynb #2888be8e
 def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "all", *, seed: int = 0,
           permutations: int = 10_000, alpha: float = 0.05, scale: str = "prob", multiplicity: str = "bh",
           margin: float | str = 0.2, preset: str | None = None, family: str = "subset", cache: Any = None,
           out: str | Path | None = None, progress: bool = True, conditions: Any = None,
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
-          two_sided: bool = True) -> AuditResult:
+          two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
+          effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None) -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
     t_start = time.perf_counter()
     settings = AuditSettings(seed=seed, permutations=permutations, alpha=alpha, scale=scale,
                              multiplicity=multiplicity, margin=margin, family=family, preset=preset,
-                             two_sided=two_sided)
+                             two_sided=two_sided, group_weights=dict(group_weights) if group_weights else None,
+                             effect_ci=effect_ci)
     if out is not None:
         check_writable(out)
     if conditions is not None and not isinstance(conditions, Mapping):
@@ -574,13 +675,21 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     built, skipped = make_conditions(original, [n for n in names if n not in conds], seed=settings.seed,
                                      on_unavailable=on_unavailable, progress=progress,
                                      store=None if out is None else Path(out) / "conditions",
-                                     **(perturb_options or {}))
+                                     workers=perturb_workers, **(perturb_options or {}))
     conds = {**built, **conds}
     conds = {n: conds[n] for n in [*names, *[c for c in conds if c not in names]] if n in conds}
     if not conds:
         raise AuditError("no condition to audit (perturbations): every requested perturbation was skipped "
                          f"or none was requested; skipped: {skipped or 'none'}")
     store = _open_cache(cache, out)
+    engine_reports = {}
+    if engine is not None:  # an engine only fills the cache; the scoring below then reads it
+        if store is None:
+            raise AuditError("an engine fills the score cache (engine): pass cache= or out=")
+        for sc in scorer_objs:
+            rep = engine.fill(sc, original, conds, store, progress=progress)
+            engine_reports[sc.name] = {"units": rep.units, "committed": rep.committed, "computed": rep.computed,
+                                       "seconds": rep.seconds}
 
     all_items, score_counts = [], {}
     for sc in tqdm(scorer_objs, desc="score", disable=not progress or len(scorer_objs) < 2, leave=False):
@@ -619,14 +728,16 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     table = table[[c for c in TABLE_COLUMNS if c in table.columns]]
 
     warn = []
-    if settings.multiplicity == "sabha":
-        warn.append(ra_multiplicity.SABHA_WARNING)
-        warnings.warn(ra_multiplicity.SABHA_WARNING, stacklevel=2)
+    control, fdr_warn = error_control(table, settings)  # unproven procedures: FDR measured for this family shape
+    for w in fdr_warn + detectability_warnings(table, settings):
+        warn.append(w)
+        warnings.warn(w, stacklevel=2)
     warn += [f"perturbation {n} skipped: {why}" for n, why in skipped.items()]
     totals = {k: sum(c[k] for sc in score_counts.values() for c in sc.values()) for k in ("computed", "cached")}
     manifest = {
         "reward_auditor_version": package_versions()["reward_auditor"],
         "settings": {**{k: getattr(settings, k) for k in settings.__dataclass_fields__}, "margin_used": margin_used},
+        "error_control": control,
         "data": {"source": str(source), "n_items": int(len(original)),
                  "subsets": {str(k): int(v) for k, v in original["subset"].astype(str).value_counts(sort=False).items()},
                  "sha256": data_fingerprint(original)},
@@ -642,6 +753,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "cache": str(getattr(store, "path", store)) if store is not None else None,
+        "engine": {**engine.describe(), "by_model": engine_reports} if engine is not None else {"name": "in-process"},
         "warnings": warn,
         "versions": package_versions(),
         "wall_seconds": round(time.perf_counter() - t_start, 2),

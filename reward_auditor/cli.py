@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'DATA_SUFFIXES',
-           'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'build_parser',
-           'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers',
-           'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
-           'cmd_protocol', 'cmd_meta', 'cmd_models', 'quiet_bars', 'main']
+__all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS',
+           'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error', 'error_line', 'example_path',
+           'build_parser', 'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax',
+           'make_scorers', 'make_endpoint_scorer', 'make_engine', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
+           'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_models',
+           'quiet_bars', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -156,6 +157,24 @@ def _mapping(s: str):
     return m
 
 
+def _group_weights(s: str) -> dict:
+    "`controlled=0.8,stylized=0.5` → {'controlled': 0.8, 'stylized': 0.5} (the q of each perturbation group)."
+    out = {}
+    for part in [x.strip() for x in s.split(",") if x.strip()]:
+        name, eq, val = part.partition("=")
+        try:
+            q = float(val)
+        except ValueError:
+            q = float("nan")
+        if not eq or not name.strip() or not 0 < q < float("inf"):
+            raise argparse.ArgumentTypeError(f"group weights must look like controlled=0.8,stylized=0.5 (a positive "
+                                             f"number per perturbation group), got {s!r}")
+        out[name.strip()] = q
+    if not out:
+        raise argparse.ArgumentTypeError(f"group weights must look like controlled=0.8,stylized=0.5, got {s!r}")
+    return out
+
+
 def _margin(s: str):
     if s == "auto":
         return s
@@ -173,9 +192,12 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     limit=None,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
-    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=True, load_in=None)
+    reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
+    group_weights=None, effect_ci="nct")
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
+EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_batches", "endpoint",
+                     "endpoint_concurrency", "endpoint_timeout", "api_key_env")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -217,8 +239,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "(repeatable)")
     g.add_argument("--kind", default=S,
                    help="model family for --model: discriminative (a sequence-classification reward model; detected "
-                        "from the config), dpo (a policy's implicit reward, with --reference) or judge (a generative "
-                        "pairwise judge)")
+                        "from the config), dpo (a policy's implicit reward, with --reference), judge (a generative "
+                        "pairwise judge) or pairwise (a causal LM trained to pick A or B; `reward-auditor models` lists "
+                        "the recognised families)")
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
     g.add_argument("--dtype", default=S, help="float32, bfloat16, float16 (default: by device)")
     g.add_argument("--batch-size", type=_positive_int("batch size"), default=S,
@@ -233,6 +256,19 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reduction", choices=["sum", "mean"], default=S, help="DPO log-prob reduction (default sum)")
     g.add_argument("--trust-remote-code", action="store_true", default=S,
                    help="allow a model's own code from its folder or hub repo")
+    g.add_argument("--endpoint", default=S, metavar="URL",
+                   help="score with a model served by vLLM at this URL, e.g. http://host:8000: a reward model via "
+                        "/classify, or with --kind judge a generative judge via /v1/completions")
+    g.add_argument("--endpoint-model", default=S, metavar="NAME",
+                   help="served model name at --endpoint (default: the only one served)")
+    g.add_argument("--endpoint-tokenizer", default=S, metavar="DIR",
+                   help="tokenizer folder or hub id for --endpoint (default: the served model's name)")
+    g.add_argument("--endpoint-concurrency", type=_positive_int("endpoint concurrency"), default=S,
+                   help="requests in flight at most (default 4)")
+    g.add_argument("--endpoint-timeout", type=float, default=S, help="seconds per request before a retry (default 60)")
+    g.add_argument("--api-key-env", default=S, metavar="VAR",
+                   help="environment variable holding the endpoint's API key (default REWARD_AUDITOR_API_KEY); "
+                        "the key itself is never written anywhere")
     g.add_argument("--load-in", choices=["8bit", "4bit"], default=S,
                    help="load the model quantized with bitsandbytes (CUDA only; pip install 'reward_auditor[quant]')")
     g = p.add_argument_group("statistics")
@@ -243,14 +279,20 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--scale", choices=["prob", "logprob", "nll"], default=S, help="confidence scale (default prob)")
     g.add_argument("--multiplicity", default=S,
                    help="bh (default), by, tsbh, sabha, gbh, weighted, stratified")
+    g.add_argument("--group-weights", type=_group_weights, default=S, metavar="GROUP=Q,...",
+                   help="q per perturbation group for --multiplicity weighted (BH on q*p), e.g. "
+                        "controlled=0.8,stylized=0.5; its FDR is measured and reported unless mean(1/q) <= 1")
+    g.add_argument("--effect-ci", choices=["nct", "bca"], default=S,
+                   help="d_z interval: nct (noncentral t, assumes normal differences; default) or bca (bootstrap)")
     g.add_argument("--margin", type=_margin, default=S, help="effect-size margin for UNSUITABLE (default 0.2; or auto)")
     g.add_argument("--family", choices=["subset", "model"], default=S,
                    help="FDR family: one model x one subset (default) or one model with subsets pooled")
     g.add_argument("--one-sided", dest="two_sided", action="store_false", default=S,
-                   help="test degradation only, as in the paper (default: two-sided, a significant rise is "
-                        "reported as IMPROVES)")
+                   help="test degradation only, at alpha: the paper's test (default: two-sided, each tail at "
+                        "alpha/2, a significant rise reported as IMPROVES)")
     g.add_argument("--preset", choices=["paper-code"], default=S,
-                   help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars (to compare with published tables)")
+                   help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars, one-sided (to compare with "
+                        "published tables)")
     g = p.add_argument_group("output")
     g.add_argument("--out", required=False, default=S, help="output folder (results, cache, report)")
     g.add_argument("--cache", default=S, help="score cache file (default <out>/scores.sqlite)")
@@ -258,6 +300,18 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="continue the run saved in --out with its saved arguments")
     g.add_argument("--no-report", dest="report", action="store_false", default=S, help="skip the HTML report")
     g.add_argument("--by", choices=["model", "subset"], default=S, help="report grouping (default model)")
+    g = p.add_argument_group("execution (how scores are computed; never changes a number)")
+    g.add_argument("--engine", choices=["local", "ray"], default=S,
+                   help="local (default): score in this process; ray: fill the score cache on a Ray cluster first")
+    g.add_argument("--address", default=S,
+                   help="Ray cluster to join: 'auto' (a running cluster) or ray://host:port (default: start a local one)")
+    g.add_argument("--workers", type=_positive_int("workers"), default=S,
+                   help="processes that perturb (default: the CPU count) and, with --engine ray, scoring actors "
+                        "(default 1)")
+    g.add_argument("--gpus-per-worker", type=float, default=S,
+                   help="GPUs per Ray actor; fractions share a GPU between small models (default 0)")
+    g.add_argument("--unit-batches", type=_positive_int("unit batches"), default=S,
+                   help="model batches per unit of work, the grain of commits and retries (default 4)")
 
 
 def _diagnostic_out(p: argparse.ArgumentParser) -> None:
@@ -291,7 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("perturb", help="write the perturbed conditions of a dataset to a file")
     _common(q)
     q.add_argument("--data", required=True, nargs="+", action="extend", metavar="FILE",
-                   help="preference data: files, a folder of files, an HF dataset folder, or 'sample'")
+                   help="preference data: files, a folder of files, an HF dataset folder, or 'sample'; rows need "
+                        "prompt, chosen, rejected (id, subset optional), e.g. {\"prompt\": \"2+2?\", \"chosen\": "
+                        "\"4\", \"rejected\": \"5\"}")
     q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
     q.add_argument("--perturbations", default="all",
@@ -320,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--v-target", type=float, default=0.10,
                    help="Cramér's V the power is computed for: the smallest dependence worth seeing (default 0.10)")
     h.add_argument("--min-power", type=float, default=0.80,
-                   help="below this power to detect --v-target the grade is I, inconclusive (default 0.80)")
+                   help="a non-significant result with power below this to detect --v-target is graded underpowered (default 0.80)")
     h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999,
                    help="resampled tables for the p-value when expected counts are small (default 9999)")
     h.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
@@ -354,8 +410,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--domain", default="domain",
                     help="column of the samples file with the domain of each prompt (default domain)")
     pr.add_argument("--n", type=int, nargs="*", default=None, help="best-of-n values")
-    pr.add_argument("--tau", type=float, default=0.1,
-                    help="within-prompt z-variance below which a prompt counts as low-variance (default 0.1)")
+    pr.add_argument("--tau", type=float, default=None,
+                    help="within-prompt z-variance below which a prompt counts as low-variance (default 0.1; "
+                         "0.05 with --conventions blog)")
+    pr.add_argument("--conventions", choices=["package", "blog"], default="package",
+                    help="package (default) or blog: the published rm_report's conventions (RM ties wrong, "
+                         "variance ddof 0, domain = mean of prompts, tau 0.05, accuracy pooled over pairs)")
     pr.add_argument("--n-boot", type=_positive_int("n-boot"), default=2000,
                     help="bootstrap resamples of prompts for the accuracy interval (default 2000)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
@@ -400,6 +460,8 @@ def resolve_audit_args(given: dict) -> dict:
             raise CLIError(f"nothing to resume: {f} does not exist; start the run without --resume", "--resume")
         saved = json.loads(f.read_text())
         for k, v in given.items():
+            if k in EXECUTION_OPTIONS:
+                continue  # how the scores are computed may change between runs; what is computed may not
             if k in saved and k != "out" and saved[k] != v:
                 raise CLIError(f"--{k.replace('_', '-')} {v!r} differs from the saved run's {saved[k]!r}; drop it "
                                f"to resume, or use a new --out", str(f))
@@ -408,7 +470,7 @@ def resolve_audit_args(given: dict) -> dict:
         args["perturbations"] = "none"  # a file's conditions are the audit; built-ins only when asked for
     if not args.get("data") and not args.get("conditions"):
         raise CLIError("no data given: pass --data FILE (or 'sample') or --conditions FILE", "--data")
-    if not args["model"] and not args["scorer"]:
+    if not args["model"] and not args["scorer"] and not args.get("endpoint"):
         raise CLIError("no scorer given: pass --model DIR_OR_HUB_ID and/or --scorer overlap|length|noise|FILE",
                        "--model/--scorer")
     return args
@@ -529,12 +591,50 @@ def make_scorers(args: dict) -> list:
             if not is_input_error(e):
                 raise
             raise CLIError(cli_syntax(" ".join(str(e).split())), "--model") from e
+    if args.get("endpoint"):
+        out.append(make_endpoint_scorer(args))
     names = [s.name for s in out]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
         raise CLIError(f"two scorers are both called {dup!r}: name them, e.g. --model {dup}-a=PATH "
                        f"--model {dup}-b=OTHER_PATH", "--model/--scorer")
     return out
+
+
+def make_endpoint_scorer(args: dict):
+    "The endpoint scorer of --endpoint and its options (the API key stays in its environment variable)."
+    from reward_auditor.endpoints import API_KEY_ENV, EndpointJudgeScorer, EndpointRewardScorer
+    kind = args.get("kind")
+    if kind not in (None, "discriminative", "rm", "classifier", "seq-cls", "judge", "generative"):
+        raise CLIError(f"--endpoint scores reward models (/classify) and judges (--kind judge, /v1/completions); "
+                       f"--kind {kind} is not available over HTTP", "--kind")
+    cls = EndpointJudgeScorer if kind in ("judge", "generative") else EndpointRewardScorer
+    kw = {k: args[k] for k in ("batch_size", "max_length") if args.get(k) is not None}
+    try:
+        return cls(args["endpoint"], model=args.get("endpoint_model"),
+                                    tokenizer=args.get("endpoint_tokenizer"),
+                                    concurrency=args.get("endpoint_concurrency") or 4,
+                                    timeout=args.get("endpoint_timeout") or 60.0,
+                                    api_key_env=args.get("api_key_env") or API_KEY_ENV, **kw)
+    except Exception as e:
+        if not is_input_error(e):
+            raise
+        raise CLIError(" ".join(str(e).split()), "--endpoint") from e
+
+
+
+# %% ../nbs/10_cli.ipynb #26f88b30
+def make_engine(args: dict):
+    "The engine of --engine (None for the plain in-process path); a missing Ray extra is a one-line CLI error."
+    name = args.get("engine") or "local"
+    if name == "local":
+        return None
+    from reward_auditor.engines import EngineError, make_engine as _make
+    try:
+        return _make(name, address=args.get("address"), workers=args.get("workers") or 1,
+                     gpus_per_worker=args.get("gpus_per_worker") or 0.0, unit_batches=args.get("unit_batches") or 4)
+    except EngineError as e:
+        raise CLIError(str(e), "--engine") from None
 
 # %% ../nbs/10_cli.ipynb #ab1330a3
 def _progress(ns) -> bool:
@@ -556,7 +656,7 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
                 f"{n} ({', '.join(up.loc[up['perturbation'] == n, 'subset'])})" for n in dict.fromkeys(up["perturbation"])))
     for w in result.manifest.get("warnings", []):
         print(f"{PROG}: warning: {w}", file=sys.stderr)
-    print(f"results: {out / 'results.parquet'}")
+    print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv)")
     if rendered is not None:
         print(f"report: {rendered.html}")
 
@@ -568,7 +668,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
     out = check_writable(args["out"])
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
-                  preset=args["preset"])  # every statistical setting is checked before anything is loaded
+                  preset=args["preset"], two_sided=args.get("two_sided"),
+                  group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "nct"))  # every statistical setting is checked before anything is loaded
     data = None
     if args.get("data"):
         data = load_data(args["data"], format=args.get("format"),
@@ -595,11 +696,15 @@ def run_audit(args: dict, progress: bool = True) -> int:
     with warnings.catch_warnings():  # these come back once, from the manifest, after the run
         warnings.filterwarnings("ignore", message="perturbation .* skipped")
         warnings.filterwarnings("ignore", message="SABHA")
+        warnings.filterwarnings("ignore", message="multiplicity .* has no FDR proof")
+        warnings.filterwarnings("ignore", message="subset .*(cannot reach significance|too few changed items)")
         result = audit(data, scorers, pert, seed=args["seed"], permutations=args["permutations"],
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
-                       two_sided=args.get("two_sided", True))
+                       two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
+                       effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
+                       perturb_workers=args.get("workers") or os.cpu_count())
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
@@ -712,7 +817,8 @@ def cmd_protocol(ns) -> int:
     _use_example(ns, "protocol")
     _check_out(ns)
     return _emit(protocol_cli(ns.samples, ns.rewards, styled_paths=ns.styled, gold=ns.gold, domain=ns.domain,
-                              ns=ns.n, tau=ns.tau, n_boot=ns.n_boot, seed=ns.seed), ns)
+                              ns=ns.n, tau=ns.tau, n_boot=ns.n_boot, seed=ns.seed,
+                              conventions=ns.conventions), ns)
 
 
 def cmd_meta(ns) -> int:

@@ -21,10 +21,11 @@ from . import scorers as S
 from .scorers import ScorerError
 
 # %% auto #0
-__all__ = ['TEMPLATES', 'REGISTER_HINT', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'read_config', 'checkpoint_shapes',
-           'remote_code_files', 'render_messages', 'conversation', 'describe_output', 'extract', 'Family', 'register',
-           'match_family', 'family_of', 'registry_table', 'head_model_class', 'refuse_remote_code', 'FamilyScorer',
-           'PairPreferenceScorer', 'check_classifier_head', 'load_model']
+__all__ = ['TEMPLATES', 'REGISTER_HINT', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'PAIRRM_PREFIXES', 'read_config',
+           'checkpoint_shapes', 'remote_code_files', 'render_messages', 'conversation', 'describe_output', 'extract',
+           'Family', 'register', 'match_family', 'hub_weight_shapes', 'weight_shapes', 'family_of', 'registry_table',
+           'head_model_class', 'refuse_remote_code', 'FamilyScorer', 'PairPreferenceScorer', 'check_classifier_head',
+           'load_model', 'pairrm_model_class', 'PairRMScorer']
 
 # %% ../nbs/06a_families.ipynb #ff157b5b
 def _folder(spec: str, revision: str | None = None) -> Path | None:
@@ -317,8 +318,9 @@ for _f in [
            readout=("end_scores",), template="beaver", needs="nothing (head built in)",
            examples=("PKU-Alignment/beaver-7b-v1.0-reward", "PKU-Alignment/beaver-7b-unified-reward")),
     Family("pairrm", architectures=("DebertaV2PairRM",), auto_map=("DebertaV2PairRM",), pairwise=True,
-           needs="the llm-blender package (not run in-process: score with it and audit the score file)",
-           examples=("llm-blender/PairRM-hf",), note="pairwise ranker over (source, candidate 1, candidate 2)"),
+           auto_class="head", head="head_layer", backbone="pretrained_model", max_length=2048,
+           readout=("logits",), needs="nothing (head built in)", examples=("llm-blender/PairRM-hf",),
+           note="pairwise ranker: <|source|> x <|candidate1|> a <|candidate2|> b; margin = log-odds, both orders"),
     Family("sequence-classifier", architectures=("ForSequenceClassification",), readout=("logits",),
            needs="nothing", examples=("Skywork/Skywork-Reward-V2-Llama-3.1-8B", "Skywork/Skywork-Reward-Llama-3.1-8B-v0.2",
                                       "Skywork/Skywork-Reward-Gemma-2-27B-v0.2", "Ray2333/GRM-Llama3.2-3B-rewardmodel-ft",
@@ -343,10 +345,33 @@ def match_family(config: dict, weights: Sequence[str] = ()) -> Family | None:
     return None
 
 
+def hub_weight_shapes(spec: str, revision: str | None = None) -> dict[str, tuple[int, ...]]:
+    "Weight names (and shapes) of a hub model without downloading weights: safetensors headers, else the .bin index."
+    if Path(spec).exists():
+        return {}
+    try:
+        from huggingface_hub import get_safetensors_metadata
+        meta = get_safetensors_metadata(spec, revision=revision)
+        return {k: tuple(t.shape) for fm in meta.files_metadata.values() for k, t in fm.tensors.items()}
+    except Exception:
+        pass
+    try:
+        from huggingface_hub import hf_hub_download
+        idx = hf_hub_download(spec, "pytorch_model.bin.index.json", revision=revision)
+        return {k: () for k in json.loads(Path(idx).read_text())["weight_map"]}
+    except Exception:
+        return {}
+
+
+def weight_shapes(spec: str, revision: str | None = None) -> dict[str, tuple[int, ...]]:
+    "Checkpoint weight names and shapes: from the local folder or cache, else from the hub's headers or index."
+    return checkpoint_shapes(_folder(spec, revision)) or hub_weight_shapes(spec, revision)
+
+
 def family_of(spec: str, revision: str | None = None) -> Family | None:
     "The family of a model folder or hub id, from its config.json and weight names alone."
     cfg = read_config(spec, revision)
-    return match_family(cfg, list(checkpoint_shapes(_folder(spec, revision))))
+    return match_family(cfg, list(weight_shapes(spec, revision)))
 
 
 def registry_table() -> list[dict]:
@@ -430,7 +455,7 @@ class FamilyScorer(S.HFScorer):
         revision = kw.get("revision")
         self.config_dict = read_config(str(spec), revision)
         folder = _folder(str(spec), revision)
-        shapes = checkpoint_shapes(folder)
+        shapes = weight_shapes(str(spec), revision)
         if isinstance(family, str):
             family = next((f for f in FAMILIES if f.name == family), None) or _unknown_family(family)
         family = family or match_family(self.config_dict, list(shapes))
@@ -447,8 +472,9 @@ class FamilyScorer(S.HFScorer):
         if self.uses_remote_code and not kw.get("trust_remote_code"):
             refuse_remote_code(str(spec), family, self.config_dict, self.remote_files)
         if family.pairwise:
-            raise ScorerError(f"{spec} is a {family.name} pairwise model; it needs {family.needs}")
+            raise ScorerError(f"{spec} is a {family.name} pairwise model: load it with load_scorer (PairRMScorer)")
         super().__init__(spec, **kw)
+        self.family_cap = family.max_length  # the effective limit is the smaller of this and the scorer's own
         if family.max_length is not None:
             self.max_length = min(self.max_length, int(family.max_length))
         if family.truncation_side is not None:
@@ -467,6 +493,9 @@ class FamilyScorer(S.HFScorer):
         if self.family.auto_class != "head":
             return self._load_model(getattr(transformers, self.family.auto_class))
         from transformers import AutoConfig
+        if any(not shapes.get(k) for k in shapes if k.startswith(self.family.head + ".")):
+            from huggingface_hub import snapshot_download  # .bin on the hub: fetch it (loading would) to read shapes
+            shapes = checkpoint_shapes(snapshot_download(self.spec, revision=self.revision))
         cls = head_model_class(self.family.backbone, self.family.head, _head_layers(shapes, self.family.head))
         config = AutoConfig.for_model(**{k: v for k, v in self.config_dict.items() if k not in ("architectures", "auto_map")}) \
             if "model_type" in self.config_dict else None
@@ -570,6 +599,8 @@ def load_model(spec: str, kind: str | None = None, **kw):
     if kind not in (None, "discriminative"):
         return None
     family = family_of(spec, kw.get("revision"))
+    if family is not None and family.name == "pairrm":
+        return PairRMScorer(spec, **kw)
     if family is not None and family.name == "sequence-classifier":
         check_classifier_head(spec, kw.get("revision"))
     if family is None or family.name == "sequence-classifier":
@@ -583,3 +614,85 @@ def load_model(spec: str, kind: str | None = None, **kw):
             refuse_remote_code(spec, None, cfg, remote_code_files(_folder(spec, kw.get("revision"))))
         return None
     return FamilyScorer(spec, family=family, **kw)
+
+# %% ../nbs/06a_families.ipynb #812c27e8
+PAIRRM_PREFIXES = ("<|source|>", "<|candidate1|>", "<|candidate2|>")
+
+
+def pairrm_model_class():
+    "A DeBERTa-v2 encoder with PairRM's head, read at the source and candidate prefix tokens."
+    import torch
+    from torch import nn
+    from transformers import DebertaV2Model, DebertaV2PreTrainedModel
+    from transformers.utils import ModelOutput
+
+    class PairRMModel(DebertaV2PreTrainedModel):
+        def __init__(self, config):
+            super().__init__(config)
+            h = config.hidden_size
+            self.pretrained_model = DebertaV2Model(config)
+            self.head_layer = nn.Sequential(nn.Dropout(0.0), nn.Linear(2 * h, h), nn.Tanh(), nn.Dropout(0.0),
+                                            nn.Linear(h, getattr(config, "n_tasks", 1)))
+            self.post_init()
+
+        def forward(self, input_ids=None, attention_mask=None, **kw):
+            enc = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            rows = torch.arange(input_ids.shape[0], device=input_ids.device)
+
+            def at(token_id):  # first occurrence of a prefix token in each row
+                return enc[rows, (input_ids == token_id).int().argmax(1)]
+
+            cfg = self.config
+            src = at(cfg.source_prefix_id)
+            left = self.head_layer(torch.cat([src, at(cfg.cand1_prefix_id)], -1))
+            right = self.head_layer(torch.cat([src, at(cfg.cand2_prefix_id)], -1))
+            return ModelOutput(logits=(left - right).mean(-1))
+
+    return PairRMModel
+
+
+class PairRMScorer(S.JudgeScorer):
+    "PairRM: margin = mean over both orders of its log-odds that the chosen answer beats the rejected one."
+    kind = "pairwise"
+
+    def __init__(self, spec: str, commit_every: int = 64, **kw):
+        S.HFScorer.__init__(self, spec, **kw)
+        self.family = next(f for f in FAMILIES if f.name == "pairrm")
+        self.max_length = min(self.max_length, int(self.family.max_length))
+        self.confidence, self.commit_every = "logit_avg", int(commit_every)
+        from transformers import AutoConfig
+        config = AutoConfig.from_pretrained(self.spec, revision=self.revision)  # a plain deberta-v2 config
+        for key, tok in zip(("source_prefix_id", "cand1_prefix_id", "cand2_prefix_id"), PAIRRM_PREFIXES):
+            tid = self.tokenizer.convert_tokens_to_ids(tok)
+            if getattr(config, key, None) is None:
+                setattr(config, key, tid)
+            if tid is None or tid == self.tokenizer.unk_token_id or tid != getattr(config, key):
+                raise ScorerError(f"{spec}: the tokenizer's {tok} is not the config's {key}; is this a PairRM folder?")
+        self.model = self._load_model(_Bound(pairrm_model_class(), config))
+
+    def settings(self) -> dict:
+        return {**S.HFScorer.settings(self), "family": "pairrm", "source_max": self._caps(0)[0]}
+
+    def _caps(self, n_source: int) -> tuple[int, int]:
+        "(source cap, candidate cap) in tokens: the reference 1224 of 2048, candidates share what is left."
+        src = min(1224, self.max_length * 1224 // 2048)
+        return src, max(8, (self.max_length - n_source) // 2)
+
+    def _encode(self, prompt: str, a: str, b: str) -> list[int]:
+        tok, (s1, s2, s3) = self.tokenizer, PAIRRM_PREFIXES
+        src = tok.encode(s1 + prompt, max_length=self._caps(0)[0], truncation=True)
+        cap = self._caps(len(src))[1]
+        return src + tok.encode(s2 + a, max_length=cap, truncation=True) + tok.encode(s3 + b, max_length=cap, truncation=True)
+
+    def _forward(self, ids, mask, pos, meta):
+        return self.model(input_ids=ids, attention_mask=mask).logits.float().cpu().tolist()
+
+    def presentation_scores(self, presentations):
+        "Yield (indices, z = PairRM log-odds that A beats B, tie mass 0) per chunk of (prompt, A, B)."
+        for c0 in range(0, len(presentations), self.commit_every):
+            idx = list(range(c0, min(c0 + self.commit_every, len(presentations))))
+            seqs = [self._encode(*presentations[i]) for i in idx]
+            z = np.full(len(idx), np.nan)
+            for b, vals in self._run(seqs, [None] * len(seqs), progress=False):
+                z[b] = vals
+            yield idx, z, np.zeros(len(idx))

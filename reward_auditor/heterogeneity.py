@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 # %% auto #0
-__all__ = ['DEFAULT_THRESHOLDS', 'HeterogeneityError', 'wilson_interval', 'read_results', 'correctness_frame',
+__all__ = ['DEFAULT_THRESHOLDS', 'TOP_GRADE', 'HeterogeneityError', 'wilson_interval', 'read_results', 'correctness_frame',
            'contingency_table', 'bias_corrected_v', 'v_interval', 'chisq_power', 'chisq_min_n', 'chisq_min_v', 'grade',
            'HeterogeneityResult', 'heterogeneity', 'HeterogeneityReport', 'heterogeneity_many', 'heterogeneity_cli',
            'population_v', 'plot_subset_accuracy', 'plot_excess']
@@ -171,7 +171,8 @@ def v_interval(chi2: float, n: int, df: int, k: int = 2, level: float = 0.95) ->
     "CI for Cramér's V by inverting the noncentral χ²: V = sqrt(λ / (n (k − 1))), k = min(rows, cols)."
     a = (1 - level) / 2
     lam_lo, lam_hi = _ncp_solve(chi2, df, 1 - a), _ncp_solve(chi2, df, a)
-    return math.sqrt(lam_lo / (n * (k - 1))), math.sqrt(lam_hi / (n * (k - 1)))
+    # V lives in [0, 1]; the noncentral-χ² inversion knows no upper bound, so clip (e.g. 1.209 on a 3 × 2 table)
+    return min(1.0, math.sqrt(lam_lo / (n * (k - 1)))), min(1.0, math.sqrt(lam_hi / (n * (k - 1))))
 
 # %% ../nbs/11_heterogeneity.ipynb #f506af8e
 def chisq_power(n: float, df: int, v: float = 0.10, k: int = 2, alpha: float = 0.05) -> float:
@@ -195,21 +196,25 @@ def chisq_min_v(n: float, df: int, k: int = 2, power: float = 0.80, alpha: float
     return math.sqrt(lam / (n * (k - 1)))
 
 # %% ../nbs/11_heterogeneity.ipynb #cff2e361
-DEFAULT_THRESHOLDS: dict[str, float] = {"A": 0.10, "B": 0.20, "C": 0.30, "D": 0.40}
+DEFAULT_THRESHOLDS: dict[str, float] = {"negligible": 0.10, "small": 0.30, "medium": 0.50}
+TOP_GRADE = "large"
 
-def grade(w: float, power: float, thresholds: Mapping[str, float] | None = None, min_power: float = 0.80) -> str:
-    "Letter grade for effect size w: the first grade whose upper bound exceeds w, F beyond; I when underpowered."
-    if not power >= min_power:
-        return "I"
-    for letter, bound in sorted((thresholds or DEFAULT_THRESHOLDS).items(), key=lambda kv: kv[1]):
+
+def grade(w: float, power: float, thresholds: Mapping[str, float] | None = None, min_power: float = 0.80,
+          significant: bool | None = None) -> str:
+    "Size word for Cohen's w (first threshold above w, 'large' beyond); 'underpowered' only if not significant."
+    if significant is False and not power >= min_power:
+        return "underpowered"
+    for word, bound in sorted((thresholds or DEFAULT_THRESHOLDS).items(), key=lambda kv: kv[1]):
         if w < bound:
-            return letter
-    return "F"
+            return word
+    return TOP_GRADE
 
 def _thresholds_text(thresholds: Mapping[str, float], min_power: float, v: float) -> str:
     "The grading rule in one line."
     parts = [f"{g} < {b:g}" for g, b in sorted(thresholds.items(), key=lambda kv: kv[1])]
-    return f"{', '.join(parts)}, F otherwise; I when power to detect V = {v:g} is below {min_power:g}"
+    return (f"Cohen's w = V*sqrt(k-1): {', '.join(parts)}, {TOP_GRADE} otherwise; 'underpowered' only for a "
+            f"non-significant result whose power to detect V = {v:g} is below {min_power:g}")
 
 # %% ../nbs/11_heterogeneity.ipynb #0217e74c
 def _newcombe(p1, l1, u1, p2, l2, u2) -> tuple[float, float]:
@@ -267,7 +272,8 @@ class HeterogeneityResult:
                  f"Cramér's V = {self.cramers_v:.3f} (bias-corrected {self.v_corrected:.3f}, "
                  f"{st.get('level', 0.95):.0%} CI {self.v_ci[0]:.3f}–{self.v_ci[1]:.3f})",
                  f"power to detect V = {st.get('v_target', 0.1):g} at alpha {st.get('alpha', 0.05):g}: "
-                 f"{self.power:.3f} -> grade {self.grade}",
+                 f"{self.power:.3f}; {'significant' if self.p <= st.get('alpha', 0.05) else 'not significant'} "
+                 f"-> grade {self.grade}",
                  f"grades: {_thresholds_text(st.get('thresholds', DEFAULT_THRESHOLDS), st.get('min_power', 0.8), st.get('v_target', 0.1))}",
                  f"overall accuracy {self.accuracy:.3f}; weakest {self.weakest}, strongest {self.strongest}; "
                  f"largest gap {self.strongest} − {self.weakest} = {self.gap:.3f} "
@@ -375,7 +381,9 @@ def heterogeneity(data, *, model: str | None = None, subset: str = "subset", dro
         model=model, table=table, n=n, statistic=float(res.statistic), df=int(res.dof), pvalue=float(res.pvalue),
         pvalue_resampled=p_mc, cramers_v=v, v_corrected=bias_corrected_v(chi2_u, n, r, c),
         v_ci=v_interval(chi2_u, n, int(res.dof), k, level), power=power,
-        grade=grade(v * math.sqrt(k - 1), power, thresholds, min_power), accuracy=float(obs[:, 0].sum() / n),
+        grade=grade(v * math.sqrt(k - 1), power, thresholds, min_power,
+                    significant=(p_mc if p_mc is not None else float(res.pvalue)) <= alpha),
+        accuracy=float(obs[:, 0].sum() / n),
         subsets=subsets, weakest=str(table.index[iw]), strongest=str(table.index[ist]),
         gap=float(acc[ist] - acc[iw]), gap_ci=gap_ci,
         settings=dict(alpha=alpha, v_target=v_target, thresholds=thresholds, min_power=min_power, level=level,
@@ -481,6 +489,10 @@ def heterogeneity_many(data, *, alpha: float = 0.05, **kw) -> HeterogeneityRepor
     table.insert(table.columns.get_loc("pvalue_resampled") + 1, "p_adjusted",
                  _bh([r.p for r in results.values()]))
     table.insert(table.columns.get_loc("p_adjusted") + 1, "significant", table["p_adjusted"] <= alpha)
+    # across models the decision is the BH one, so "underpowered" follows the adjusted significance
+    table["grade"] = [grade(r.cramers_v * math.sqrt(min(r.table.shape) - 1), r.power, r.settings["thresholds"],
+                            r.settings["min_power"], significant=bool(sig))
+                      for r, sig in zip(results.values(), table["significant"])]
     table = table.sort_values(["cramers_v", "model"], ascending=[False, True], ignore_index=True)
     acc = pd.DataFrame({m: r.subsets.set_index("subset")["accuracy"] for m, r in results.items()}).T
     excess = acc - acc.mean(axis=0)

@@ -8,12 +8,15 @@ Docs: https://reward-auditor.github.io/reward_auditor/multiplicity.html.md"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['METHODS', 'SABHA_WARNING', 'MultiplicityError', 'bh_adjust', 'AdjustResult', 'adjust', 'simulate_fdr']
+__all__ = ['METHODS', 'SABHA_WARNING', 'TAIL_MODES', 'PROVEN', 'MultiplicityError', 'bh_adjust', 'AdjustResult', 'adjust',
+           'simulate_fdr', 'adjust_tails', 'simulate_family', 'is_proven', 'measured_fdr', 'fdr_warning']
 
 # %% ../nbs/02_multiplicity.ipynb #60c2b157
 class MultiplicityError(ValueError):
@@ -206,3 +209,114 @@ def simulate_fdr(methods=("bh", "by", "tsbh", "sabha", "gbh", "stratified"), k1:
             pw[i] = (r & alt).sum() / alt.sum() if alt.any() else np.nan
         rows.append(dict(method=label, fdr=fdp.mean(), power=pw.mean()))
     return pd.DataFrame(rows).set_index("method")
+
+# %% ../nbs/02_multiplicity.ipynb #4c0e2a53
+TAIL_MODES = ("one-sided", "two-sided")
+
+
+def adjust_tails(p_greater, p_less=None, method: str = "bh", groups=None, alpha: float = 0.05,
+                 **kw) -> tuple[AdjustResult, AdjustResult | None]:
+    "Degradation tail (and improvement tail when `p_less` is given, each at α/2 with doubled adjusted p) of one family."
+    if p_less is None:
+        return adjust(p_greater, method, groups, alpha, **kw), None
+    out = []
+    for p in (p_greater, p_less):
+        r = adjust(p, method, groups, alpha / 2, **kw)
+        r.p_adjusted = np.minimum(2 * r.p_adjusted, 1.0)
+        r.alpha = alpha
+        out.append(r)
+    return out[0], out[1]
+
+# %% ../nbs/02_multiplicity.ipynb #e3a926b5
+def simulate_family(method: str = "bh", group_sizes=(5, 5), *, two_sided: bool = True, alpha: float = 0.05,
+                    rho: float = 0.0, shift=None, reps: int = 2000, seed=0, split: bool = True, **kw) -> dict:
+    "Simulated any-verdict rate, FDR over both tails and power of one family (z-tests, correlation ρ), with SEs."
+    from scipy.stats import norm
+    sizes = [int(s) for s in group_sizes]
+    L = sum(sizes)
+    groups = np.repeat([f"g{j}" for j in range(len(sizes))], sizes)
+    if kw.get("weights") is not None:  # one q per group, in the order of `group_sizes`
+        w = list(kw["weights"].values()) if isinstance(kw["weights"], dict) else list(kw["weights"])
+        kw["weights"] = {f"g{j}": float(v) for j, v in enumerate(w)}
+    mu = np.zeros(L) if shift is None else np.asarray(shift, np.float64)
+    rng = np.random.default_rng(seed)
+    z = mu + np.sqrt(rho) * rng.standard_normal((reps, 1)) + np.sqrt(1 - rho) * rng.standard_normal((reps, L))
+    Pg, Pl = norm.sf(z), norm.cdf(z)
+    fdp, anyv, pw = np.empty(reps), np.empty(reps), np.empty(reps)
+    alt = mu != 0
+    for i in range(reps):
+        if two_sided and split:
+            a, b = adjust_tails(Pg[i], Pl[i], method, groups, alpha, **kw)
+            up, down = a.rejected, b.rejected & ~a.rejected
+        elif two_sided:
+            up = adjust(Pg[i], method, groups, alpha, **kw).rejected
+            down = adjust(Pl[i], method, groups, alpha, **kw).rejected & ~up
+        else:
+            up, down = adjust(Pg[i], method, groups, alpha, **kw).rejected, np.zeros(L, bool)
+        false = (up & (mu <= 0)).sum() + (down & (mu >= 0)).sum()
+        r = up.sum() + down.sum()
+        fdp[i], anyv[i] = false / max(r, 1), r > 0
+        pw[i] = ((up & (mu > 0)).sum() + (down & (mu < 0)).sum()) / alt.sum() if alt.any() else np.nan
+    se = lambda x: float(np.std(x, ddof=1) / np.sqrt(reps))
+    return dict(any_verdict=float(anyv.mean()), any_se=se(anyv), fdr=float(fdp.mean()), fdr_se=se(fdp),
+                power=float(pw.mean()) if alt.any() else float("nan"), power_se=se(pw) if alt.any() else float("nan"),
+                reps=reps)
+
+# %% ../nbs/02_multiplicity.ipynb #fcc0e8d1
+PROVEN = ("bh", "by")
+
+
+def _weights_average(weights, labels: Sequence[str], sizes: Sequence[int]) -> float:
+    "Mean of w = 1/q over the tests of a family."
+    return float(sum(n / float(weights[str(l)]) for l, n in zip(labels, sizes)) / max(sum(sizes), 1))
+
+
+def is_proven(method: str, groups=None, weights=None) -> bool:
+    "Whether `method` has a finite-sample FDR proof for a family of any size (BH, BY; weighted with mean(1/q) ≤ 1)."
+    if method in PROVEN:
+        return True
+    if method == "weighted" and isinstance(weights, dict) and groups is not None:
+        labels, sizes = np.unique(np.asarray(groups, dtype=str), return_counts=True)
+        return _weights_average(weights, labels, sizes) <= 1 + 1e-12
+    return False
+
+
+@lru_cache(maxsize=64)
+def _measure(method: str, labels: tuple, sizes: tuple, two_sided: bool, alpha: float, weights: tuple | None,
+             reps: int, seed: int) -> tuple:
+    kw = {"weights": list(weights)} if weights is not None else {}
+    L = sum(sizes)
+    planted = np.zeros(L)
+    planted[: max(1, round(0.4 * sizes[0]))] = 3.0
+    cells = []
+    for j, (rho, shift, what) in enumerate([(0.0, None, "global null"), (0.5, None, "global null"),
+                                            (0.0, planted, "planted"), (0.5, planted, "planted")]):
+        r = simulate_family(method, sizes, two_sided=two_sided, alpha=alpha, rho=rho, shift=shift, reps=reps,
+                            seed=seed + j, **kw)
+        cells.append((what, rho, r["fdr"], r["fdr_se"], r["any_verdict"]))
+    return tuple(cells)
+
+
+def measured_fdr(method: str, groups, *, two_sided: bool = True, alpha: float = 0.05, weights=None,
+                 reps: int = 2000, seed: int = 0) -> dict:
+    "Simulated FDR of `method` on a family with these group labels (global null and planted, ρ ∈ {0, 0.5})."
+    labels, sizes = np.unique(np.asarray(groups, dtype=str), return_counts=True)
+    w = tuple(float(weights[str(l)]) for l in labels) if isinstance(weights, dict) else None
+    cells = _measure(method, tuple(labels.tolist()), tuple(int(s) for s in sizes), bool(two_sided), float(alpha), w,
+                     int(reps), int(seed))
+    worst = max(cells, key=lambda c: c[2])
+    return {"method": method, "L": int(sizes.sum()), "groups": dict(zip(labels.tolist(), map(int, sizes))),
+            "tails": "two-sided" if two_sided else "one-sided", "alpha": float(alpha), "reps": int(reps),
+            "seed": int(seed), "proven": is_proven(method, groups, weights),
+            "cells": [dict(config=c[0], rho=c[1], fdr=c[2], se=c[3], any_verdict=c[4]) for c in cells],
+            "max_fdr": worst[2], "max_se": worst[3], "worst": f"{worst[0]}, rho = {worst[1]:g}",
+            "exceeds": bool(worst[2] > alpha + 2 * worst[3])}
+
+
+def fdr_warning(m: dict) -> str:
+    "One line for the manifest, the report header and the CLI: the measured FDR of an unproven procedure."
+    groups = " + ".join(f"{n} {g}" for g, n in m["groups"].items())
+    verdict = (f"exceeds alpha = {m['alpha']:g}" if m["exceeds"] else f"within alpha = {m['alpha']:g} in this model")
+    return (f"multiplicity {m['method']} has no FDR proof for this family (L = {m['L']}: {groups}, {m['tails']}); "
+            f"simulated FDR up to {m['max_fdr']:.3f} ± {m['max_se']:.3f} ({m['worst']}; global null and planted "
+            f"degradations at rho 0 and 0.5, {m['reps']} families each): {verdict}. Compare with BH and BY.")

@@ -22,10 +22,10 @@ from .heterogeneity import (_frame_to_markdown, _html_escape, _need, _read_frame
                                           _write_frame, _write_json, wilson_interval)
 
 # %% auto #0
-__all__ = ['ProtocolError', 'PolicySamples', 'simulate_policy_samples', 'long_rewards', 'score_samples', 'pair_counts',
-           'onpolicy_accuracy', 'reward_variance', 'domain_accuracy', 'McNemarResult', 'mcnemar_test', 'style_flips',
-           'best_of_n', 'best_of_n_curve', 'ProtocolResult', 'ProtocolReport', 'protocol_report', 'protocol_cli',
-           'plot_best_of_n', 'plot_accuracy_variance']
+__all__ = ['CONVENTIONS', 'ProtocolError', 'PolicySamples', 'simulate_policy_samples', 'long_rewards', 'score_samples',
+           'pair_counts', 'onpolicy_accuracy', 'reward_variance', 'domain_accuracy', 'McNemarResult', 'mcnemar_test',
+           'style_flips', 'best_of_n', 'best_of_n_curve', 'ProtocolResult', 'ProtocolReport', 'protocol_report',
+           'protocol_cli', 'plot_best_of_n', 'plot_accuracy_variance']
 
 # %% ../nbs/13_protocol.ipynb #638b9bdc
 class ProtocolError(ValueError):
@@ -127,8 +127,8 @@ def score_samples(samples: pd.DataFrame, scorers, *, prompt: str = "prompt", cac
     return out
 
 # %% ../nbs/13_protocol.ipynb #ae6bd29c
-def pair_counts(frame: pd.DataFrame) -> pd.DataFrame:
-    "Per (model, prompt): strict-gold pairs, RM-correct pairs (RM ties count ½), gold-tied and RM-tied pairs."
+def pair_counts(frame: pd.DataFrame, *, rm_tie: float = 0.5) -> pd.DataFrame:
+    "Per (model, prompt): strict-gold pairs, RM-correct pairs (an RM tie counts `rm_tie`, ½), gold-tied and RM-tied pairs."
     rows = []
     for (m, p), g in frame.groupby(["model", "prompt_id"], sort=False):
         gd = np.subtract.outer(g["gold"].to_numpy(), g["gold"].to_numpy())
@@ -138,7 +138,7 @@ def pair_counts(frame: pd.DataFrame) -> pd.DataFrame:
         strict = gd != 0
         agree = np.sign(gd[strict]) * np.sign(rd[strict])
         rows.append((m, p, g["domain"].iloc[0], len(g), int(strict.sum()),
-                     float((agree > 0).sum() + 0.5 * (agree == 0).sum()), int((~strict).sum()),
+                     float((agree > 0).sum() + rm_tie * (agree == 0).sum()), int((~strict).sum()),
                      int((agree == 0).sum())))
     return pd.DataFrame(rows, columns=["model", "prompt_id", "domain", "K", "pairs", "correct", "gold_ties", "rm_ties"])
 
@@ -151,37 +151,67 @@ def _bootstrap_mean_ci(x: np.ndarray, n_boot: int, level: float, seed: int) -> t
     a = (1 - level) / 2
     return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
 
-def onpolicy_accuracy(counts: pd.DataFrame, *, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> dict:
-    "Macro-averaged pairwise accuracy over prompts with a bootstrap CI, plus gold-tie and RM-tie shares."
+def _bootstrap_ratio_ci(num: np.ndarray, den: np.ndarray, n_boot: int, level: float,
+                        seed: int) -> tuple[float, float]:
+    "Percentile bootstrap CI for Σnum / Σden, resampling the units (prompts) with a seeded generator."
+    if len(num) < 2 or n_boot <= 0:
+        return (float("nan"), float("nan"))
+    idx = np.random.default_rng(seed).integers(0, len(num), size=(n_boot, len(num)))
+    ratios = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    a = (1 - level) / 2
+    return float(np.quantile(ratios, a)), float(np.quantile(ratios, 1 - a))
+
+def onpolicy_accuracy(counts: pd.DataFrame, *, level: float = 0.95, n_boot: int = 2000, seed: int = 0,
+                      pooling: str = "macro") -> dict:
+    "Pairwise accuracy (macro over prompts, or pooled over all pairs) with a bootstrap CI over prompts; tie shares."
+    if pooling not in ("macro", "pooled"):
+        raise ProtocolError(f"unknown accuracy pooling {pooling!r}: use 'macro' or 'pooled'")
     c = counts[counts["pairs"] > 0]
     per_prompt = (c["correct"] / c["pairs"]).to_numpy()
     total = counts["pairs"].sum() + counts["gold_ties"].sum()
-    lo, hi = _bootstrap_mean_ci(per_prompt, n_boot, level, seed)
-    return {"accuracy": float(per_prompt.mean()) if len(per_prompt) else float("nan"), "acc_lo": lo, "acc_hi": hi,
+    if pooling == "macro":
+        acc = float(per_prompt.mean()) if len(per_prompt) else float("nan")
+        lo, hi = _bootstrap_mean_ci(per_prompt, n_boot, level, seed)
+    else:
+        num, den = c["correct"].to_numpy(float), c["pairs"].to_numpy(float)
+        acc = float(num.sum() / den.sum()) if den.sum() else float("nan")
+        lo, hi = _bootstrap_ratio_ci(num, den, n_boot, level, seed)
+    return {"accuracy": acc, "acc_lo": lo, "acc_hi": hi,
             "prompts": len(counts), "prompts_with_pairs": len(c), "pairs": int(counts["pairs"].sum()),
             "gold_tie_share": float(counts["gold_ties"].sum() / total) if total else float("nan"),
             "rm_tie_share": float(counts["rm_ties"].sum() / max(1, counts["pairs"].sum()))}
 
 # %% ../nbs/13_protocol.ipynb #ff3e6d99
-def reward_variance(frame: pd.DataFrame, *, tau: float = 0.1) -> dict:
+def reward_variance(frame: pd.DataFrame, *, tau: float = 0.1, ddof: int = 1) -> dict:
     "Per-prompt variance of globally z-scored rewards for one RM: mean, median, quartiles, low and zero shares."
     r = frame["reward"].to_numpy(dtype=float)
     sd = r.std()
     z = (r - r.mean()) / sd if sd > 0 else np.zeros_like(r)
     g = frame.assign(z=z).groupby("prompt_id", sort=False)
-    var = g["z"].var(ddof=1).to_numpy()
+    var = g["z"].var(ddof=ddof).to_numpy()
     zero = (g["reward"].max() == g["reward"].min()).to_numpy()
     q25, med, q75 = np.quantile(var, [0.25, 0.5, 0.75])
     return {"zvar_mean": float(var.mean()), "zvar_median": float(med), "zvar_q25": float(q25), "zvar_q75": float(q75),
             "low_var_share": float((var < tau).mean()), "zero_var_share": float(zero.mean())}
 
 # %% ../nbs/13_protocol.ipynb #fcd7af28
-def domain_accuracy(counts: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:
-    "Per-domain pooled pairwise accuracy with Wilson intervals (pairs within a prompt are treated as independent)."
+def domain_accuracy(counts: pd.DataFrame, *, level: float = 0.95, pooling: str = "pooled") -> pd.DataFrame:
+    "Per-domain accuracy pooled over strict pairs (Wilson interval) or the mean of its prompts' accuracies (t interval)."
+    if pooling not in ("pooled", "mean_of_prompts"):
+        raise ProtocolError(f"unknown domain pooling {pooling!r}: use 'pooled' or 'mean_of_prompts'")
     d = counts.groupby("domain", sort=True).agg(prompts=("prompt_id", "size"), pairs=("pairs", "sum"),
                                                  correct=("correct", "sum")).reset_index()
-    d["accuracy"] = d["correct"] / d["pairs"].where(d["pairs"] > 0)
-    d["lo"], d["hi"] = wilson_interval(d["correct"], d["pairs"], level)
+    if pooling == "pooled":
+        d["accuracy"] = d["correct"] / d["pairs"].where(d["pairs"] > 0)
+        d["lo"], d["hi"] = wilson_interval(d["correct"], d["pairs"], level)
+        return d
+    c = counts[counts["pairs"] > 0].assign(acc=lambda f: f["correct"] / f["pairs"])
+    g = c.groupby("domain", sort=True)["acc"]
+    m, sd, k = g.mean(), g.std(ddof=1), g.size()
+    half = stats.t.isf((1 - level) / 2, np.maximum(k - 1, 1)) * sd / np.sqrt(k)
+    d["accuracy"] = d["domain"].map(m)
+    d["lo"] = d["domain"].map((m - half).clip(0, 1)).to_numpy(float)
+    d["hi"] = d["domain"].map((m + half).clip(0, 1)).to_numpy(float)
     return d
 
 # %% ../nbs/13_protocol.ipynb #e4faa8d9
@@ -264,6 +294,18 @@ def best_of_n_curve(frame: pd.DataFrame, ns: Sequence[int] | None = None) -> pd.
                      "gain": (rm - rand) / (oracle - rand) if oracle > rand else float("nan")})
     return pd.DataFrame(rows)
 
+# %% ../nbs/13_protocol.ipynb #00af5b76
+CONVENTIONS: dict[str, dict] = {
+    "package": dict(rm_tie=0.5, var_ddof=1, domain="pooled", tau=0.1, accuracy="macro"),
+    "blog": dict(rm_tie=0.0, var_ddof=0, domain="mean_of_prompts", tau=0.05, accuracy="pooled"),
+}
+
+
+def _conventions(name: str) -> dict:
+    if name not in CONVENTIONS:
+        raise ProtocolError(f"unknown conventions {name!r}: use one of {sorted(CONVENTIONS)}")
+    return CONVENTIONS[name]
+
 # %% ../nbs/13_protocol.ipynb #67e29e4a
 @dataclass
 class ProtocolResult:
@@ -305,11 +347,17 @@ class ProtocolReport:
     def headline(self) -> list[str]:
         "The report's lines above the table."
         st, t = self.settings, self.table
+        cv = CONVENTIONS[st.get("conventions", "package")]
         lines = [f"Pre-RL protocol: {len(t)} RM(s), {st['prompts']} prompts, K = {st['K_min']}"
                  + ("" if st["K_min"] == st["K_max"] else f"–{st['K_max']}") + " responses per prompt",
-                 f"accuracy: macro over prompts, strict gold pairs only (gold ties excluded: {t['gold_tie_share'].iloc[0]:.1%} "
-                 f"of pairs), RM ties count ½; {st['level']:.0%} bootstrap CI ({st['n_boot']} resamples, seed {st['seed']})",
-                 f"variance: per-prompt variance of globally z-scored rewards; low = below tau = {st['tau']:g}",
+                 f"accuracy: {'pooled over all pairs' if cv['accuracy'] == 'pooled' else 'macro over prompts'}, "
+                 f"strict gold pairs only (gold ties excluded: {t['gold_tie_share'].iloc[0]:.1%} "
+                 f"of pairs), RM ties count {'as wrong' if cv['rm_tie'] == 0 else '½' if cv['rm_tie'] == 0.5 else cv['rm_tie']}; "
+                 f"{st['level']:.0%} bootstrap CI ({st['n_boot']} resamples, seed {st['seed']})",
+                 f"variance: per-prompt variance (ddof {cv['var_ddof']}) of globally z-scored rewards; low = below "
+                 f"tau = {st['tau']:g}; domain accuracy "
+                 f"{'mean of its prompts' if cv['domain'] == 'mean_of_prompts' else 'pooled over its pairs'}; "
+                 f"conventions: {st.get('conventions', 'package')}",
                  "best of n: exact expectation; gain 0 = random, 1 = oracle; `bon_falls` flags a curve that drops as n grows",
                  "combined: mean of the accuracy rank and the variance rank (1 = best); RMs whose accuracy CI "
                  "does not clear 0.5 (above_chance False) are listed last whatever their variance"]
@@ -387,8 +435,11 @@ class ProtocolReport:
 
 def protocol_report(samples: pd.DataFrame, rewards=None, *, gold: str = "gold", domain: str = "domain",
                     styled=None, style_scores: Mapping[str, tuple] | None = None, ns: Sequence[int] | None = None,
-                    tau: float = 0.1, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> ProtocolReport:
+                    tau: float | None = None, level: float = 0.95, n_boot: int = 2000, seed: int = 0,
+                    conventions: str = "package") -> ProtocolReport:
     "Run the pre-RL protocol for every RM in `rewards` and return the decision table and details."
+    cv = _conventions(conventions)
+    tau = cv["tau"] if tau is None else tau
     long = long_rewards(samples, rewards, gold=gold, domain=domain)
     sizes = long.groupby(["model", "prompt_id"]).size()
     if sizes.min() < 2:
@@ -396,15 +447,17 @@ def protocol_report(samples: pd.DataFrame, rewards=None, *, gold: str = "gold", 
     long_styled = long_rewards(samples, styled, gold=gold, domain=domain) if styled is not None else None
     results = {}
     for m, f in long.groupby("model", sort=False):
-        counts = pair_counts(f)
+        counts = pair_counts(f, rm_tie=cv["rm_tie"])
         flips = None
         if long_styled is not None and m in set(long_styled["model"]):
             flips = style_flips(f, long_styled[long_styled["model"] == m])
         sm = None
         if style_scores is not None and m in style_scores:
             sm = rmbench_style_matrix(*style_scores[m])
-        results[m] = ProtocolResult(m, onpolicy_accuracy(counts, level=level, n_boot=n_boot, seed=seed),
-                                    reward_variance(f, tau=tau), domain_accuracy(counts, level=level),
+        results[m] = ProtocolResult(m, onpolicy_accuracy(counts, level=level, n_boot=n_boot, seed=seed,
+                                                         pooling=cv["accuracy"]),
+                                    reward_variance(f, tau=tau, ddof=cv["var_ddof"]),
+                                    domain_accuracy(counts, level=level, pooling=cv["domain"]),
                                     best_of_n_curve(f, ns), flips, sm)
     table = pd.DataFrame([r.row() for r in results.values()])
     acc_rank = table["accuracy"].rank(ascending=False, method="average")
@@ -414,7 +467,7 @@ def protocol_report(samples: pd.DataFrame, rewards=None, *, gold: str = "gold", 
     table = table.sort_values(["above_chance", "combined", "model"], ascending=[False, True, True], ignore_index=True)
     per_prompt = long.groupby("prompt_id").size() / long["model"].nunique()
     settings = dict(prompts=long["prompt_id"].nunique(), K_min=int(per_prompt.min()), K_max=int(per_prompt.max()),
-                    tau=tau, level=level, n_boot=n_boot, seed=seed)
+                    tau=tau, level=level, n_boot=n_boot, seed=seed, conventions=conventions)
     return ProtocolReport(results, table, settings)
 
 # %% ../nbs/13_protocol.ipynb #ee50ceb4
@@ -449,8 +502,9 @@ def _merge_reward_files(paths: Sequence[str | Path]) -> pd.DataFrame | None:
 
 def protocol_cli(samples_path: str | Path, rewards_paths: Sequence[str | Path] = (), *,
                  styled_paths: Sequence[str | Path] = (), scorers: Sequence[str] = (), cache=None,
-                 gold: str = "gold", domain: str = "domain", ns: Sequence[int] | None = None, tau: float = 0.1,
-                 n_boot: int = 2000, seed: int = 0) -> ProtocolReport:
+                 gold: str = "gold", domain: str = "domain", ns: Sequence[int] | None = None,
+                 tau: float | None = None, n_boot: int = 2000, seed: int = 0,
+                 conventions: str = "package") -> ProtocolReport:
     "The pre-RL protocol from files: samples (with or without reward columns), reward files and/or scorer specs."
     samples = _read_table(samples_path)
     if "prompt_id" in samples.columns:
@@ -461,7 +515,7 @@ def protocol_cli(samples_path: str | Path, rewards_paths: Sequence[str | Path] =
         rewards = scored if rewards is None else rewards.merge(scored, on=["prompt_id", "k"], how="outer")
     styled = _merge_reward_files(styled_paths) if styled_paths else None
     return protocol_report(samples, rewards, gold=gold, domain=domain, styled=styled, ns=ns, tau=tau,
-                           n_boot=n_boot, seed=seed)
+                           n_boot=n_boot, seed=seed, conventions=conventions)
 
 # %% ../nbs/13_protocol.ipynb #10a912e4
 def plot_best_of_n(report: ProtocolReport, ax=None):

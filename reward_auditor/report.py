@@ -61,8 +61,19 @@ def show_html(markup: str) -> None:
 def _tails(settings: dict) -> str:
     "How the run tested: the degradation tail only, or both tails (a significant rise is reported as IMPROVES)."
     if settings.get("two_sided", True):
-        return "both tails: a drop decides the verdict, a significant rise reads IMPROVES"
+        return "both tails, each at alpha/2: a drop decides the verdict, a significant rise reads IMPROVES"
     return "one tail: degradation only"
+
+
+def _error_rate(manifest: dict) -> str:
+    "The error rate the run's decision controls, and for an unproven procedure the FDR measured for its families."
+    ec = manifest["error_control"]
+    text = ec.get("statement", "")
+    for x in ec.get("measured") or []:
+        groups = " + ".join(f"{n} {g}" for g, n in x.get("groups", {}).items())
+        text += (f"; measured for L = {x['L']} ({groups}): FDR up to {x['max_fdr']:.3f} ± {x['max_se']:.3f}, "
+                 + ", ".join(f"{c['config']} rho {c['rho']:g}: {c['fdr']:.3f}" for c in x.get("cells", [])))
+    return text
 
 
 def header_html(result: AuditResult) -> str:
@@ -75,9 +86,12 @@ def header_html(result: AuditResult) -> str:
             ("perturbations", ", ".join(plots.perturbation_order(t["perturbation"]))),
             ("test", f"paired sign-flip ({_tails(s)}), statistic {s.get('statistic', 'mean')}, "
                      f"B = {s.get('permutations')}, seed {s.get('seed')}, scale {s.get('scale')}, "
-                     f"effect d_z (ddof {s.get('effect_ddof')})"),
+                     f"effect d_z (ddof {s.get('effect_ddof')}), its interval "
+                     + ("BCa bootstrap" if s.get("effect_ci") == "bca" else
+                        "noncentral t (assumes normally distributed differences)")),
             ("decision", f"{s.get('multiplicity')} over each {s.get('family')} family at alpha = {s.get('alpha')}; "
                          f"UNSUITABLE when significant and effect > margin {s.get('margin_used', s.get('margin'))}"),
+            *([("error rate", _error_rate(m))] if m.get("error_control") else []),
             ("scores", f"{m.get('scores', {}).get('computed', '?')} computed, "
                        f"{m.get('scores', {}).get('cached', '?')} from the cache"),
             ("run time", f"{m.get('wall_seconds', '?')} s (audit only)")]

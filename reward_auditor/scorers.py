@@ -118,9 +118,25 @@ class PointwiseScorer(Scorer):
 
     def _iter_scores(self, items: list[tuple[str, str]], progress: bool) -> Iterator[tuple[list[int], np.ndarray]]:
         "Yield (indices into items, rewards) in chunks; each chunk is committed to the cache at once."
-        for i in range(0, len(items), self.commit_every):
-            idx = list(range(i, min(i + self.commit_every, len(items))))
+        for idx in PointwiseScorer.plan_chunks(self, items):
             yield idx, np.asarray(self._score_items([items[j] for j in idx]), dtype=float)
+
+    def cache_keys(self, item) -> list[tuple[str, ...]]:
+        "The cache keys one item of `pair_items` is stored under."
+        return [item]
+
+    def pair_items(self, frame) -> list[tuple[str, str]]:
+        "The unique (prompt, response) items `score_pairs` needs for a frame, in the order it scores them."
+        frame = _frame_of(frame)
+        return list(dict.fromkeys(zip(frame["prompt"].tolist() * 2, frame["chosen"].tolist() + frame["rejected"].tolist())))
+
+    def plan_chunks(self, todo: list) -> list[list[int]]:
+        "Indices into `todo` grouped exactly as the local path scores them (one chunk = one call to the model)."
+        return [list(range(i, min(i + self.commit_every, len(todo)))) for i in range(0, len(todo), self.commit_every)]
+
+    def score_chunk(self, items: list) -> tuple[list[tuple[str, ...]], list[float]]:
+        "Score one planned chunk as the local path would → (cache keys, values)."
+        return list(items), [float(v) for v in np.asarray(self._score_items(list(items)), dtype=float)]
 
     def score_texts(self, prompts: Sequence[str], responses: Sequence[str], cache=None,
                     progress: bool = True) -> np.ndarray:
@@ -437,10 +453,11 @@ def check_load_in(load_in: str | None, device: str) -> str | None:
     if not str(device).startswith("cuda"):
         raise ScorerError(f"load_in={name} needs a CUDA device (bitsandbytes quantization); this run uses {device!r}. "
                           "Drop --load-in, or run on a GPU")
-    try:
-        import bitsandbytes  # noqa: F401
-    except ImportError:
-        raise ScorerError(f"load_in={name} needs the bitsandbytes package: pip install 'reward_auditor[quant]'") from None
+    for pkg in ("bitsandbytes", "accelerate"):
+        try:
+            __import__(pkg)
+        except ImportError:
+            raise ScorerError(f"load_in={name} needs the {pkg} package: pip install 'reward_auditor[quant]'") from None
     return name
 
 
@@ -751,13 +768,13 @@ class HFScorer(BatchPlanner, PointwiseScorer):
         pos = (mask.cumsum(1) - 1).clamp(min=0)
         return ids.to(self.device), mask.to(self.device), pos.to(self.device)
 
-    def _run(self, seqs: list[list[int]], metas: list, progress: bool, desc: str | None = None
-             ) -> Iterator[tuple[list[int], list[float]]]:
+    def _run(self, seqs: list[list[int]], metas: list, progress: bool, desc: str | None = None,
+             batches: list[list[int]] | None = None) -> Iterator[tuple[list[int], list[float]]]:
         "Score sequences in length-sorted batches; yields (indices, values) per batch; halves the batch on OOM."
         import torch
         from tqdm.auto import tqdm
         lengths = [len(s) for s in seqs]
-        batches = self.plan_batches(lengths)
+        batches = self.plan_batches(lengths) if batches is None else batches
         self.last_report["padding_waste"] = round(padding_waste(lengths, batches), 4)
         self.last_report["tokens"] = int(sum(lengths))
         self.last_report["batches"] = len(batches)
@@ -791,7 +808,8 @@ class HFScorer(BatchPlanner, PointwiseScorer):
             bar.close()
         self.last_report["final_batch_size"] = limit
 
-    def _iter_scores(self, items, progress):
+    def _encode_items(self, items) -> tuple[list[list[int]], list, int]:
+        "Token ids (cut to max_length), per-item metadata and the number of truncated items."
         seqs, metas, truncated = [], [], 0
         for ids, n_prompt in self._encodings(items):
             bos_first = bool(ids) and ids[0] == self.tokenizer.bos_token_id
@@ -799,6 +817,20 @@ class HFScorer(BatchPlanner, PointwiseScorer):
             truncated += len(cut) < len(ids)
             seqs.append(cut)
             metas.append(max(1, n_prompt - removed) if self.truncation_side == "left" else min(n_prompt, len(cut)))
+        return seqs, metas, truncated
+
+    def plan_chunks(self, todo: list) -> list[list[int]]:
+        "One chunk per model batch of the local path (tokenized exactly as `_iter_scores` does)."
+        return self.plan_batches([len(s) for s in self._encode_items(todo)[0]])
+
+    def score_chunk(self, items: list) -> tuple[list, list[float]]:
+        "Score one planned batch as a single padded batch, rows in the given order (no re-planning)."
+        seqs, metas, _ = self._encode_items(items)
+        vals = [v for _, vs in self._run(seqs, metas, False, batches=[list(range(len(seqs)))]) for v in vs]
+        return list(items), [float(v) for v in vals]
+
+    def _iter_scores(self, items, progress):
+        seqs, metas, truncated = self._encode_items(items)
         self.last_report["truncated"] = truncated
         if truncated:
             warnings.warn(f"{self.name}: {truncated} of {len(items)} texts are longer than max_length="
@@ -991,6 +1023,28 @@ class JudgeScorer(HFScorer):
             res.append([sum(float(lsm[j, t]) for j, t in enumerate(v)) for v in variants])
         return res
 
+    def cache_keys(self, item) -> list[tuple[str, ...]]:
+        "A presentation is stored under two keys: its z and its tie mass."
+        return [(*item, "z"), (*item, "tie")]
+
+    def pair_items(self, frame) -> list[tuple[str, str, str]]:
+        "The unique (prompt, A, B) presentations `score_pairs` needs (both orders), in its order."
+        frame = _frame_of(frame)
+        fwd = list(zip(frame["prompt"], frame["chosen"], frame["rejected"]))
+        rev = list(zip(frame["prompt"], frame["rejected"], frame["chosen"]))
+        return list(dict.fromkeys(fwd + rev))
+
+    def plan_chunks(self, todo: list) -> list[list[int]]:
+        "Presentations sorted longest first (stable), cut into the commit_every chunks `presentation_scores` makes."
+        order = sorted(range(len(todo)), key=lambda i: -sum(map(len, todo[i])))
+        return [order[i:i + self.commit_every] for i in range(0, len(order), self.commit_every)]
+
+    def score_chunk(self, items: list) -> tuple[list, list[float]]:
+        "z and tie mass of one planned chunk → (keys, values) as `score_pairs` stores them."
+        items = list(items)
+        (_, zv, tv), = list(self.presentation_scores(items))
+        return [(*p, "z") for p in items] + [(*p, "tie") for p in items], [float(v) for v in [*zv, *tv]]
+
     def presentation_scores(self, presentations: list[tuple[str, str, str]]
                             ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
         "Yield (indices, z = l_A − l_B, tie mass) per chunk of (prompt, A, B) presentations."
@@ -1052,7 +1106,7 @@ class JudgeScorer(HFScorer):
                     z[p], tie[p] = zv, tv
         todo = [p for p in pres if z[p] is None]
         # sort by length so chunks batch well; commit each chunk
-        todo.sort(key=lambda p: -sum(map(len, p)))
+        todo = [todo[i] for c in self.plan_chunks(todo) for i in c]
         self.last_report = {}
         bar = tqdm(total=len(todo), desc=self.name, disable=not progress or len(todo) < 2, leave=False)
         for idx, zv, tv in self.presentation_scores(todo):
@@ -1107,7 +1161,8 @@ def detect_family(spec: str, kind: str | None = None, trust_remote_code: bool = 
         return "discriminative"
     if causal:
         raise ScorerError(f"{spec} is a causal language model ({archs[0]}): pass kind='dpo' (with reference=…) "
-                          "for a DPO implicit reward or kind='judge' for a generative pairwise judge")
+                          "for a DPO implicit reward, kind='judge' for a generative pairwise judge, or "
+                          "kind='pairwise' for a pair-preference model (answers A and B in one prompt)")
     raise ScorerError(f"cannot tell the family of {spec} from its config (architectures={archs}); pass kind=")
 
 

@@ -16,11 +16,11 @@ from scipy import special, stats as sps
 from scipy import optimize
 
 # %% auto #0
-__all__ = ['SCALES', 'STATISTICS', 'PRESETS', 'VERDICTS', 'StatsError', 'confidence', 'judge_confidence', 'position_bias',
-           'paired_differences', 'hedges_j', 'nct_ci', 'EffectSizes', 'effect_sizes', 'permp', 'sign_words',
-           'words_to_bits', 'sign_matrix', 'SignFlipResult', 'SignFlipResults', 'signflip_tests', 'signflip_test',
-           'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t', 'NormalityResult', 'normality', 'stars',
-           'margin_test', 'risk_report']
+__all__ = ['SCALES', 'CI_METHODS', 'STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'StatsError', 'confidence',
+           'judge_confidence', 'position_bias', 'paired_differences', 'hedges_j', 'nct_ci', 'bca_ci', 'EffectSizes',
+           'effect_sizes', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix', 'SignFlipResult', 'SignFlipResults',
+           'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue', 'WilcoxonResult', 'wilcoxon_signed_rank',
+           'TTestResult', 'paired_t', 'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report']
 
 # %% ../nbs/01_stats.ipynb #4a1ba1a5
 class StatsError(ValueError):
@@ -129,6 +129,38 @@ def nct_ci(t: float, n: int, level: float = 0.95) -> tuple[float, float]:
     return root(1 - a) / math.sqrt(n), root(a) / math.sqrt(n)
 
 # %% ../nbs/01_stats.ipynb #233d8685
+CI_METHODS = ("nct", "bca")
+
+
+def _dz_rows(X: np.ndarray) -> np.ndarray:
+    "d_z (ddof 1) of each row; a constant row gives ±inf (or 0 when it is all zeros)."
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = X.mean(axis=-1) / X.std(axis=-1, ddof=1)
+    return np.where(np.isnan(v), 0.0, v)
+
+
+def bca_ci(d, level: float = 0.95, n_boot: int = 2000, seed=0) -> tuple[float, float]:
+    "BCa bootstrap confidence interval for d_z of the differences `d` (resampling items; seeded)."
+    d = np.asarray(d, np.float64)
+    d = d[np.isfinite(d)]
+    n = d.size
+    if n < 3 or n_boot < 2:
+        return float("nan"), float("nan")
+    theta = float(_dz_rows(d))
+    tb = _dz_rows(d[np.random.default_rng(seed).integers(0, n, (n_boot, n))])
+    z0 = special.ndtri((np.sum(tb < theta) + np.sum(tb <= theta)) / (2.0 * n_boot))
+    loo = _dz_rows(np.stack([np.delete(d, i) for i in range(n)]))          # jackknife for the acceleration
+    dev = loo.mean() - loo
+    den = 6.0 * float(dev @ dev) ** 1.5
+    acc = float((dev ** 3).sum() / den) if den > 0 and np.all(np.isfinite(dev)) else 0.0
+    a = (1 - level) / 2
+    qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
+    if not np.all(np.isfinite(qs)):
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
+    return float(lo), float(hi)
+
+# %% ../nbs/01_stats.ipynb #bb1178a3
 @dataclass
 class EffectSizes:
     "Standardized paired effect sizes (positive = degradation) with the summary numbers they came from."
@@ -147,10 +179,14 @@ class EffectSizes:
     ci_low: float
     ci_high: float
     ci_level: float | None = 0.95
+    ci_method: str = "nct"
 
 
-def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None = 0.95) -> EffectSizes:
-    "Paired effect sizes of `M` vs `M'` (or of differences `m` alone when `m_pert` is None); `ci_level=None` skips the CI."
+def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None = 0.95, ci_method: str = "nct",
+                 n_boot: int = 2000, seed=0) -> EffectSizes:
+    "Paired effect sizes of `M` vs `M'` (or differences `m`); CI for d_z by 'nct' (normal d) or 'bca' bootstrap."
+    if ci_method not in CI_METHODS:
+        raise StatsError(f"unknown ci_method {ci_method!r}: choose one of {list(CI_METHODS)}")
     if m_pert is None:
         d = np.asarray(m, np.float64)
         n_dropped = int((~np.isfinite(d)).sum())
@@ -183,9 +219,13 @@ def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None 
             r = float(np.corrcoef(mm, mp)[0, 1])
             d_av = mean / math.sqrt((s1 ** 2 + s2 ** 2) / 2)
             d_rm = dz * math.sqrt(2 * (1 - r)) if np.isfinite(dz) else float("nan")
-    lo, hi = nct_ci(t, n, ci_level) if n0 and ci_level else (float("nan"), float("nan"))
+    lo, hi = float("nan"), float("nan")
+    if n0 and ci_level:
+        lo, hi = nct_ci(t, n, ci_level) if ci_method == "nct" or not np.isfinite(t) else \
+            bca_ci(d, ci_level, n_boot, seed)
     return EffectSizes(d_z=dz, d_z0=dz0, g_z=gz, d_av=d_av, d_rm=d_rm, r=r, t=t, mean=mean, sd=sd, n=n,
-                       n_nonzero=n0, n_dropped=n_dropped, ci_low=lo, ci_high=hi, ci_level=ci_level)
+                       n_nonzero=n0, n_dropped=n_dropped, ci_low=lo, ci_high=hi, ci_level=ci_level,
+                       ci_method=ci_method)
 
 # %% ../nbs/01_stats.ipynb #f447f734
 _GL128 = []
@@ -490,6 +530,20 @@ def _count_nonlinear(d: np.ndarray, keep: np.ndarray, statistic: str, alternativ
     return count
 
 # %% ../nbs/01_stats.ipynb #cd4c80b4
+EXACT_AUTO_N0 = 20            # enumerate every sign pattern up to N0 = 20 (see "When to enumerate")
+_NONLINEAR_BUDGET = 1 << 26   # sorted items an automatic exact median / trimmed mean may spend
+
+
+def auto_exact(n_nonzero: int, B: int, statistic: str = "mean", n: int | None = None) -> bool:
+    "Whether `exact='auto'` enumerates: 2^N0 ≤ B, or N0 ≤ 20 (for the median / trimmed mean also 2^N0·N ≤ 2^26)."
+    n0 = int(n_nonzero)
+    if n0 <= int(B).bit_length() - 1:                      # 2^N0 <= B
+        return True
+    if n0 > EXACT_AUTO_N0:
+        return False
+    return statistic in _LINEAR or (2 ** n0) * int(n if n is not None else n0) <= _NONLINEAR_BUDGET
+
+# %% ../nbs/01_stats.ipynb #583c5e58
 def _check_args(B: int, statistic: str, alternative: str, exact, p_method: str) -> None:
     if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 1:
         raise StatsError(f"B (the number of random sign vectors) must be a whole number >= 1, got {B!r}")
@@ -531,7 +585,7 @@ def signflip_tests(D, *, B: int = 10_000, statistic: str = "mean", alternative: 
     for k in range(K):
         if n0[k] == 0:
             is_exact[k] = True
-        elif exact is True or (exact == "auto" and n0[k] <= int(B).bit_length() - 1):     # 2^N0 <= B
+        elif exact is True or (exact == "auto" and auto_exact(n0[k], B, statistic, n[k])):  # the enumeration rule above
             lim = _EXACT_MAX if statistic in _LINEAR else _HEAD
             if n0[k] > lim:
                 raise StatsError(f"exact enumeration of 2^{n0[k]} sign patterns (column {names[k] if names else k})"
@@ -571,13 +625,32 @@ def signflip_tests(D, *, B: int = 10_000, statistic: str = "mean", alternative: 
 def signflip_test(d, *, B: int = 10_000, statistic: str = "mean", alternative: str = "greater", seed=0,
                   exact="auto", p_method: str = "permp", trim: float = 0.1,
                   chunk: int | None = None) -> SignFlipResult:
-    "Paired sign-flip permutation test of differences `d` (positive = degradation); exact when 2^N0 <= B."
+    "Paired sign-flip permutation test of differences `d` (positive = degradation); exact when 2^N0 <= B or N0 <= 20."
     d = np.asarray(d, np.float64)
     if d.ndim != 1:
         raise StatsError(f"d must be a vector of paired differences, got shape {d.shape}: use signflip_tests "
                          "for a matrix")
     return signflip_tests(d[:, None], B=B, statistic=statistic, alternative=alternative, seed=seed, exact=exact,
                           p_method=p_method, trim=trim, chunk=chunk)[0]
+
+# %% ../nbs/01_stats.ipynb #35727652
+def min_pvalue(n_nonzero, B: int = 10_000, *, alternative: str = "greater", statistic: str = "mean",
+               p_method: str = "permp", n=None, exact="auto"):
+    "Smallest p-value `signflip_tests` can return for a test with `n_nonzero` non-zero differences (array-friendly)."
+    n0 = np.atleast_1d(np.asarray(n_nonzero, np.int64))
+    nn = n0 if n is None else np.broadcast_to(np.asarray(n, np.int64), n0.shape)
+    two = alternative == "two-sided"
+    out = np.ones(n0.shape)
+    for k, m in enumerate(n0):
+        if m == 0:
+            continue
+        total = 2.0 ** (m - 1 if two else m) if m <= 1023 else math.inf
+        if exact is True or (exact == "auto" and auto_exact(m, B, statistic, nn[k])):
+            out[k] = 1.0 / total
+            continue
+        p = 1.0 / (B + 1) if p_method == "plus_one" or total <= B else permp(0, B, total)
+        out[k] = max(p, 1.0 / total)
+    return float(out[0]) if np.ndim(n_nonzero) == 0 else out
 
 # %% ../nbs/01_stats.ipynb #b3ea7c07
 @dataclass

@@ -79,8 +79,11 @@ def test_family_matches_independent_tests(controls):
             tt = sst.ttest_rel(m0, m1)
             assert rows.loc[name, "t"] == pytest.approx(tt.statistic, rel=1e-9)
             assert rows.loc[name, "d_z"] == pytest.approx(tt.statistic / np.sqrt(len(d)), rel=1e-9)
+    # two-sided default: each tail by BH at alpha/2, reported as the doubled BH-adjusted p (compared with alpha)
     np.testing.assert_allclose(rows["p_adjusted"].to_numpy(),
-                               sst.false_discovery_control(rows["p"].to_numpy()), rtol=1e-12)
+                               np.minimum(2 * sst.false_discovery_control(rows["p"].to_numpy()), 1), rtol=1e-12)
+    np.testing.assert_allclose(rows["p_less_adjusted"].to_numpy(),
+                               np.minimum(2 * sst.false_discovery_control(rows["p_less"].to_numpy()), 1), rtol=1e-12)
 
 
 def test_accuracy_before_after(controls):
@@ -124,6 +127,11 @@ def test_paper_code_preset():
     it = r.items
     assert ((it["delta"] > 0) == (it["margin_after"] < it["margin_before"])).all()
     assert set(t["stars"]) <= {"ns", "*", "**", "***", "****"}
+    # the published test is one-sided at alpha: plain BH over the family, no improvement tail
+    assert r.manifest["settings"]["two_sided"] is False and "p_less" not in t.columns
+    assert r.manifest["error_control"]["alpha_per_tail"] == 0.05
+    for _, g in t.groupby("subset"):
+        np.testing.assert_allclose(g["p_adjusted"], sst.false_discovery_control(g["p"].to_numpy()), rtol=1e-12)
 
 
 def test_family_model_pools_subsets():
@@ -247,3 +255,16 @@ def test_end_to_end_null_is_calibrated():
     families_with_a_rejection = t.groupby(["seed", "subset"])["significant"].any()
     assert len(families_with_a_rejection) == 100
     assert families_with_a_rejection.sum() <= 12, families_with_a_rejection.sum()  # BH: P(any) <= alpha under H0
+
+
+def test_effect_ci_bca_option():
+    """effect_ci='bca' puts the seeded BCa interval of d_z in ci_low/ci_high, equal to stats.bca_ci on the same d."""
+    r = audit("sample", ["overlap"], ["LC"], permutations=500, progress=False, effect_ci="bca")
+    row = r.table[r.table["subset"] == "chat"].iloc[0]
+    f = r.items[(r.items["subset"] == "chat") & (r.items["perturbation"] == "LC")].sort_values("id")
+    d = differences(f["margin_before"].to_numpy(), f["margin_after"].to_numpy(), "prob")
+    lo, hi = stats.bca_ci(d, 0.95, 2000, family_seed(0, "chat"))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
+    assert r.manifest["settings"]["effect_ci"] == "bca"
+    with pytest.raises(ValueError, match="effect_ci"):
+        audit("sample", ["overlap"], ["LC"], permutations=100, progress=False, effect_ci="wald")

@@ -69,6 +69,37 @@ def test_audit_controls_command(tmp_path):
     assert set(t["perturbation"]) <= {"EF", "LC"} and set(t["model"]) == {"overlap", "length", "noise"}
 
 
+def test_audit_weighted_with_group_weights(tmp_path):
+    """--group-weights reaches the weighted procedure; its FDR is measured, warned about and put in the manifest."""
+    run = tmp_path / "weighted"
+    r = cli("audit", "--data", "sample", "--scorer", "noise", "--perturbations", "EF,PH,LE,SP", "-B", "500",
+            "--multiplicity", "weighted", "--group-weights", "controlled=0.8,stylized=0.5", "--out", run,
+            "--no-report", "-q")
+    assert r.returncode == 0, r.stderr
+    assert "no FDR proof" in r.stderr and r.stderr.count("no FDR proof") == 1
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["settings"]["group_weights"] == {"controlled": 0.8, "stylized": 0.5}
+    ec = m["error_control"]
+    assert ec["proven"] is False and ec["measured"][0]["groups"] == {"controlled": 2, "stylized": 2}
+    assert 0 < ec["measured"][0]["max_fdr"] < 1
+
+
+def test_undetectable_subsets_warned_in_summary_and_report(tmp_path):
+    """A perturbation that changes one or two items per subset cannot be flagged: the CLI summary and the report's
+    header say so, and the header states the error rate the run controls."""
+    run = tmp_path / "few"
+    r = cli("audit", "--data", "sample", "--scorer", "overlap", "--perturbations", "IW,LC", "-B", "500",
+            "--out", run, "-q")
+    assert r.returncode == 0, r.stderr
+    assert "cannot reach significance, too few changed items" in r.stderr and "IW (N0 = " in r.stderr
+    t = pd.read_parquet(run / "results.parquet")
+    iw = t[t["perturbation"] == "IW"]
+    assert (~iw["detectable"]).all() and (iw["p_min"] >= 2.0 ** -iw["n_nonzero"].clip(upper=30) - 1e-15).all()
+    page = _page(run)
+    assert "error rate" in page and "FDR over both tails &lt;= 0.05" in page
+    assert "cannot reach significance" in page
+
+
 def test_perturb_command(tmp_path):
     out = tmp_path / "conds.jsonl"
     r = cli("perturb", "--data", "sample", "--perturbations", "EF,LE", "--out", out, "-q")
@@ -202,6 +233,10 @@ BAD = {
     "zero permutations": (["--data", "sample", "--scorer", "noise", "--permutations", "0"], "permutations"),
     "no scorer": (["--data", "sample"], "--model/--scorer"),
     "resume without run": (["--resume"], "--resume"),
+    "weighted without weights": (["--data", "sample", "--scorer", "noise", "--multiplicity", "weighted"],
+                                 "--group-weights"),
+    "bad group weights": (["--data", "sample", "--scorer", "noise", "--multiplicity", "weighted",
+                           "--group-weights", "controlled=-1"], "controlled=0.8,stylized=0.5"),
 }
 
 

@@ -216,9 +216,36 @@ def test_user_registered_family_takes_precedence(folders):
     assert F.family_of(str(folders["armorm"])).name == "armorm"
 
 
-def test_pairrm_says_what_it_needs(folders):
-    with pytest.raises(ScorerError, match="llm-blender"):
-        load_scorer(str(folders["pairrm"]), device="cpu")
+def test_pairrm_margin_is_its_log_odds_in_both_orders(folders):
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer, DebertaV2Config, DebertaV2Model
+    sc, out = _score(folders["pairrm"])
+    assert isinstance(sc, F.PairRMScorer) and "remote_code" not in sc.settings()
+    swapped = FRAME.rename(columns={"chosen": "rejected", "rejected": "chosen"})
+    np.testing.assert_allclose(sc.score_pairs(swapped, progress=False)["margin"], -out["margin"], atol=1e-9)
+    folder = folders["pairrm"]
+    cfg = DebertaV2Config.from_pretrained(str(folder))
+    sd = load_file(str(folder / "model.safetensors"))
+    enc = DebertaV2Model(cfg)
+    enc.load_state_dict({k[len("pretrained_model."):]: v for k, v in sd.items() if k.startswith("pretrained_model.")})
+    enc.eval()
+    tok = AutoTokenizer.from_pretrained(str(folder))
+
+    def z(p, a, b):
+        ids = tok.encode("<|source|>" + p) + tok.encode("<|candidate1|>" + a) + tok.encode("<|candidate2|>" + b)
+        with torch.no_grad():
+            h = enc(input_ids=torch.tensor([ids])).last_hidden_state[0]
+        at = {t: h[ids.index(tok.convert_tokens_to_ids(t))] for t in F.PAIRRM_PREFIXES}
+
+        def head(x):
+            return sd["head_layer.4.weight"] @ torch.tanh(sd["head_layer.1.weight"] @ x + sd["head_layer.1.bias"]) \
+                + sd["head_layer.4.bias"]
+        src = at["<|source|>"]
+        return float(head(torch.cat([src, at["<|candidate1|>"]])) - head(torch.cat([src, at["<|candidate2|>"]])))
+
+    want = [0.5 * (z(p, c, r) - z(p, r, c)) for p, c, r in zip(FRAME["prompt"], FRAME["chosen"], FRAME["rejected"])]
+    np.testing.assert_allclose(out["margin"], want, atol=1e-5)
+    assert np.ptp(out["margin"]) > 1e-5
 
 
 def test_pairwise_scorer_is_symmetric_and_equals_the_log_odds(folders, tmp_path):

@@ -1,5 +1,6 @@
 """Subset heterogeneity: cross-checks against scipy/statsmodels, file readers and the CLI entry point."""
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -96,7 +97,7 @@ def test_rewardbench2_file_ties_dropped_and_cli(tmp_path):
     frame = rep.to_frame()
     assert list(frame["model"]) == sorted(frame["model"]) or frame["cramers_v"].is_monotonic_decreasing
     assert "grade" in rep.summary() and rep.to_markdown().count("\n|") >= 3 and "<table" in rep._repr_html_()
-    assert "A < 0.1" in a.summary() and "<pre>" in a._repr_html_()
+    assert "negligible < 0.1" in a.summary() and "<pre>" in a._repr_html_()
 
 
 def test_results_column_wins_and_ties_count_as_wrong():
@@ -167,7 +168,8 @@ def test_real_rmbench_length_rule():
     res = heterogeneity(pd.DataFrame(rows), model="longer-wins")
     assert res.n == 798 and res.df == 3
     assert res.weakest == "safety-refuse" and res.strongest == "safety-response"
-    assert res.grade == "I"            # 798 prompts cannot see V = 0.10 with 0.80 power at df = 3
+    # 798 prompts cannot see V = 0.10 with 0.80 power at df = 3, but the result is significant: no power caveat
+    assert res.power < 0.8 and res.grade == "large"
     assert res.cramers_v > 0.4 and res.pvalue < 1e-20
 
 
@@ -258,3 +260,36 @@ def test_report_save_load_round_trip(tmp_path):
     assert "weakest_excess" not in single.table.columns and list(single.results) == ["x"]
     with pytest.raises(HeterogeneityError, match="report.json is missing"):
         HeterogeneityReport.load(tmp_path)
+
+
+def test_v_interval_is_clipped_to_one():
+    """A 3 x 2 table with complete separation: the noncentral-chi2 upper end is 1.44 before clipping."""
+    from reward_auditor.heterogeneity import _ncp_solve, v_interval
+    from scipy import stats as sps
+    t = np.array([[6, 0], [0, 6], [6, 0]])
+    x2 = sps.chi2_contingency(t, correction=False).statistic
+    assert math.sqrt(_ncp_solve(x2, 2, 0.025) / 18) == pytest.approx(1.4388, abs=1e-3)
+    lo, hi = v_interval(x2, 18, 2)
+    assert hi == 1.0 and 0 < lo < 1
+    frame = pd.DataFrame({"subset": np.repeat(["a", "b", "c"], 6), "correct": [1] * 6 + [0] * 6 + [1] * 6})
+    res = heterogeneity(frame, resample=False)
+    assert res.v_ci[1] == 1.0 and res.cramers_v == pytest.approx(1.0)
+
+
+def test_grade_words_and_underpowered_only_when_not_significant():
+    from reward_auditor.heterogeneity import grade
+    rng = np.random.default_rng(0)
+    # significant and underpowered: size word, never "underpowered"
+    big = pd.DataFrame({"subset": np.repeat(["a", "b", "c"], 60),
+                        "correct": np.r_[rng.random(60) < 0.9, rng.random(60) < 0.5, rng.random(60) < 0.2]})
+    r = heterogeneity(big)
+    assert r.p < 0.05 and r.power < 0.8 and r.grade in ("medium", "large")
+    # not significant and underpowered: "underpowered"
+    flat = pd.DataFrame({"subset": np.repeat(["a", "b"], 40), "correct": np.r_[[1, 0] * 20, [1, 0] * 20]})
+    r = heterogeneity(flat)
+    assert r.p > 0.05 and r.power < 0.8 and r.grade == "underpowered"
+    # not significant but well powered: the size word
+    assert grade(0.02, 0.95, significant=False) == "negligible"
+    # Cohen's w cut-offs
+    assert [grade(w, 1.0) for w in (0.0999, 0.1, 0.2999, 0.3, 0.4999, 0.5)] == \
+        ["negligible", "small", "small", "medium", "medium", "large"]

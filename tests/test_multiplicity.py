@@ -121,3 +121,38 @@ def test_global_null_fdr_small_simulation():
     assert sim.loc["bh", "fdr"] <= 0.05 + 4 * se
     assert sim.loc["by", "fdr"] <= 0.02 + 4 * se
     assert sim.loc["sabha", "fdr"] > 0.05 + 2 * se          # the documented finite-L excess
+
+
+@FAST
+@given(st.lists(st.floats(1e-6, 1.0), min_size=10, max_size=10).map(np.array),
+       st.sampled_from(["bh", "by", "tsbh", "sabha", "gbh", "weighted", "stratified"]),
+       st.sampled_from([0.01, 0.05, 0.1]))
+def test_two_tailed_family_is_each_tail_at_half_alpha(p, method, alpha):
+    """Both tails at alpha/2; the doubled adjusted p compared with alpha gives exactly the same rejections."""
+    kw = dict(weights={"prompt": 0.8, "response": 0.5}) if method == "weighted" else {}
+    q = np.clip(1 - p + 1e-3, 0, 1)
+    a, b = M.adjust_tails(p, q, method, G_EX, alpha, **kw)
+    for res, pp in ((a, p), (b, q)):
+        half = M.adjust(pp, method, G_EX, alpha / 2, **kw)
+        assert np.array_equal(res.rejected, half.rejected)
+        assert np.array_equal(res.rejected, res.p_adjusted <= alpha)
+        np.testing.assert_allclose(res.p_adjusted, np.minimum(2 * half.p_adjusted, 1), rtol=1e-15)
+
+
+def test_two_sided_bh_controls_any_verdict_and_fdr():
+    """z-test families: the alpha/2-per-tail construction stays at alpha; the old alpha-per-tail one near 2 alpha."""
+    se = np.sqrt(0.05 * 0.95 / 3000)
+    new = M.simulate_family("bh", (5, 5), reps=3000, seed=7)
+    old = M.simulate_family("bh", (5, 5), reps=3000, seed=7, split=False)
+    assert new["any_verdict"] <= 0.05 + 3 * se < old["any_verdict"]
+    planted = M.simulate_family("bh", (5, 5), reps=3000, seed=8, rho=0.5, shift=[3] * 4 + [0] * 6)
+    assert planted["fdr"] <= 0.05 + 3 * planted["fdr_se"] and planted["power"] > 0.5
+
+
+def test_measured_fdr_flags_unproven_procedures():
+    m = M.measured_fdr("stratified", G_EX, two_sided=True, reps=1500)
+    assert not m["proven"] and m["exceeds"] and m["L"] == 10 and m["groups"] == {"prompt": 5, "response": 5}
+    assert "no FDR proof" in M.fdr_warning(m) and f"{m['max_fdr']:.3f}" in M.fdr_warning(m)
+    assert M.measured_fdr("bh", G_EX, reps=1500)["proven"]
+    assert M.is_proven("weighted", G_EX, {"prompt": 1.0, "response": 1.0})
+    assert not M.is_proven("weighted", G_EX, {"prompt": 0.8, "response": 0.5})

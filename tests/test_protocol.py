@@ -227,3 +227,30 @@ def test_report_save_load_round_trip(tmp_path):
     assert back.results["stylish"].style is not None
     with pytest.raises(ProtocolError, match="report.json is missing"):
         ProtocolReport.load(tmp_path)
+
+
+def _hand_samples():
+    "Four prompts of three responses, two domains; the expected numbers are worked out by hand in 13_protocol."
+    return pd.DataFrame({"prompt_id": np.repeat(["p1", "p2", "p3", "p4"], 3), "k": np.tile([0, 1, 2], 4),
+                         "domain": np.repeat(["A", "A", "B", "B"], 3),
+                         "gold": [3, 2, 1, 1, 1, 0, 0, 1, 2, 2, 1, 0.0],
+                         "rm": [1, 1, 0, 0, 1, 2, 0, 2, 4, 0, 1, 0.0]})
+
+
+@pytest.mark.parametrize("conventions, expect", [
+    # accuracy, zvar_mean, worst domain accuracy (A), domain mean, tau
+    ("package", (7 / 12, 1.0625, 0.5, 0.625, 0.1)),            # macro (2.5/3+0+1+1.5/3)/4; ddof 1; pooled 2.5/5, 4.5/6
+    ("blog", (6 / 11, 17 / 24, 1 / 3, 0.5, 0.05)),             # pooled 6/11; ddof 0; (2/3+0)/2, (1+1/3)/2
+])
+def test_conventions_by_hand(tmp_path, conventions, expect):
+    from reward_auditor.protocol import protocol_cli
+    _hand_samples().to_csv(tmp_path / "samples.csv", index=False)
+    rep = protocol_cli(tmp_path / "samples.csv", n_boot=50, conventions=conventions)
+    row = rep.table.iloc[0]
+    got = (row["accuracy"], row["zvar_mean"], row["worst_accuracy"], row["domain_mean"], rep.settings["tau"])
+    assert got == pytest.approx(expect, abs=1e-12)
+    assert row["worst_domain"] == "A" and rep.settings["conventions"] == conventions
+    assert ("RM ties count as wrong" in rep.summary()) == (conventions == "blog")
+    # tau given explicitly wins over the conventions' default; with tau = 0.2 only blog's ddof-0 variances fall below
+    low = protocol_cli(tmp_path / "samples.csv", n_boot=50, conventions=conventions, tau=0.2).table.iloc[0]
+    assert low["low_var_share"] == (0.5 if conventions == "blog" else 0.0)

@@ -227,7 +227,35 @@ def test_edge_too_few_items():
 def test_edge_exact_when_small():
     r = S.signflip_test(np.arange(1, 14) / 10, B=10_000)        # 2^13 = 8192 <= B
     assert r.exact and r.total_nperm == 8192 and r.pvalue == 1 / 8192
-    assert not S.signflip_test(np.arange(1, 15) / 10, B=10_000).exact     # 2^14 > B
+    # STATS §4.3: also exact whenever N0 <= 20, even with 2^N0 > B; Monte Carlo from N0 = 21
+    r14 = S.signflip_test(np.arange(1, 15) / 10, B=10_000)
+    assert r14.exact and r14.pvalue == 2.0 ** -14
+    r20 = S.signflip_test(np.arange(1, 21) / 10, B=1000)
+    assert r20.exact and r20.pvalue == 2.0 ** -20
+    assert not S.signflip_test(np.arange(1, 22) / 10, B=10_000).exact
+
+
+def test_exact_rule_removes_seed_dependence():
+    """A p-value near alpha with 16 changed items: exact, so the same for every seed, and equal to brute force."""
+    rng = np.random.default_rng(3)
+    d = rng.normal(0.25, 1.0, 16).round(3)
+    signs = 1 - 2 * ((np.arange(2 ** 16)[:, None] >> np.arange(16)) & 1)
+    brute = np.mean(signs @ d >= d.sum() - 1e-12)
+    ps = {S.signflip_test(d, seed=s).pvalue for s in range(5)}
+    assert ps == {brute}
+    # the Wilcoxon test rides on the same engine: exact too, equal to scipy's exact distribution
+    from scipy import stats as sps
+    w = S.wilcoxon_signed_rank(d)
+    assert w.exact and w.pvalue == pytest.approx(sps.wilcoxon(d, alternative="greater", method="exact").pvalue,
+                                                 abs=1e-12)
+
+
+def test_min_pvalue_is_reached_by_all_positive_samples():
+    for n0 in (3, 7, 16, 24):
+        d = np.r_[np.arange(1, n0 + 1) / 3.0, np.zeros(5)]
+        for alt in ("greater", "two-sided"):
+            assert S.min_pvalue(n0, 5000, alternative=alt, n=n0 + 5) == pytest.approx(
+                S.signflip_test(d, B=5000, alternative=alt).pvalue, rel=1e-12)
 
 
 def test_edge_low_precision_ties():

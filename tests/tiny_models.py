@@ -358,9 +358,17 @@ def tiny_family(path: str | Path, family: str, seed: int = 0, **tok_kw) -> Path:
         tok.add_tokens([REWARD_TOKEN], special_tokens=True)
     tok.save_pretrained(str(path))
     if family == "pairrm":
-        cfg = _config("llama", len(tok), tok)
-        cfg.save_pretrained(str(path))
-        _write_config(path, {"architectures": ["DebertaV2PairRM"], "model_type": "deberta-v2"})
+        from transformers import DebertaV2Config
+        from reward_auditor.families import PAIRRM_PREFIXES, pairrm_model_class
+        tok.add_tokens(list(PAIRRM_PREFIXES), special_tokens=True)
+        tok.save_pretrained(str(path))
+        ids = dict(zip(("source_prefix_id", "cand1_prefix_id", "cand2_prefix_id"),
+                       tok.convert_tokens_to_ids(list(PAIRRM_PREFIXES))))
+        cfg = DebertaV2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=4, max_position_embeddings=512, pad_token_id=tok.pad_token_id,
+                              n_tasks=1, drop_out=0.05, **ids)
+        _init(pairrm_model_class()(cfg), seed).save_pretrained(str(path))
+        _write_config(path, {"architectures": ["DebertaV2PairRM"]})
         return path
     if family in HEAD_FAMILIES:
         from reward_auditor.families import head_model_class

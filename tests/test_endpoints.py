@@ -1,0 +1,159 @@
+"""Endpoint scorers against an in-process stand-in for vLLM (127.0.0.1 only): bitwise equal to the in-process
+scorer, retried through 503/429/timeouts, never more requests in flight than allowed, resumable after the server
+dies, clear errors on other 4xx, and no API key anywhere on disk."""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from fake_vllm import FakeVLLM
+from reward_auditor import audit as ra_audit
+from reward_auditor.cache import ScoreCache
+from reward_auditor.endpoints import EndpointError, EndpointRewardScorer
+from reward_auditor.scorers import DiscriminativeScorer
+from tiny_models import tiny_rm
+
+WORDS = ("the capital of france is paris and a binary search works on a sorted list of numbers while "
+         "the quick brown fox jumps over the lazy dog so please summarise this text in two sentences").split()
+
+
+def make_pairs(n=20, seed=0):
+    rng = np.random.default_rng(seed)
+    txt = lambda lo, hi: " ".join(rng.choice(WORDS, rng.integers(lo, hi)))
+    return pd.DataFrame({"id": [f"i{k}" for k in range(n)], "subset": "chat",
+                         "prompt": [txt(3, 15) + "?" for _ in range(n)],
+                         "chosen": [txt(2, 40) for _ in range(n)], "rejected": [txt(1, 30) for _ in range(n)]})
+
+
+@pytest.fixture(scope="module")
+def rm(tmp_path_factory):
+    torch.set_num_threads(1)
+    return str(tiny_rm(tmp_path_factory.mktemp("ep") / "rm"))
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return make_pairs()
+
+
+def fast(url, **kw):
+    return EndpointRewardScorer(url, batch_size=4, timeout=kw.pop("timeout", 5.0), backoff=0.01, **kw)
+
+
+def test_bitwise_equal_to_in_process_through_the_audit(rm, pairs, tmp_path):
+    conds, _ = ra_audit.make_conditions(pairs, ["EF", "LE"], seed=0)
+    local = DiscriminativeScorer(rm, dtype="float32", device="cpu", batch_size=4)
+    want, _ = ra_audit.score_conditions(local, pairs, conds, cache=ScoreCache(tmp_path / "l.sqlite"))
+    with FakeVLLM(rm) as server:
+        ep = fast(server.url, concurrency=3)
+        ep.name = local.name
+        got, _ = ra_audit.score_conditions(ep, pairs, conds, cache=ScoreCache(tmp_path / "e.sqlite"))
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert 1 <= server.max_active <= 3
+
+
+def test_retries_503_429_and_timeouts_to_a_complete_result(rm, pairs):
+    want = DiscriminativeScorer(rm, dtype="float32", device="cpu", batch_size=4).score_pairs(pairs, progress=False)
+    with FakeVLLM(rm, fail=[503, 429, 503, "slow", 429], slow_first=1.5) as server:
+        ep = fast(server.url, concurrency=2, timeout=0.5)
+        got = ep.score_pairs(pairs, progress=False)
+    assert got["margin"].to_numpy().tobytes() == want["margin"].to_numpy().tobytes()
+    assert {503, 429} <= set(server.statuses) and ep.client.stats["retries"] >= 5
+
+
+def test_concurrency_never_above_the_limit(rm, pairs):
+    with FakeVLLM(rm, delay=0.05) as server:
+        fast(server.url, concurrency=2).score_pairs(pairs, progress=False)
+        assert server.max_active == 2  # reached, never exceeded
+    with FakeVLLM(rm, delay=0.02) as server:
+        fast(server.url, concurrency=1).score_pairs(pairs, progress=False)
+        assert server.max_active == 1
+
+
+def test_server_dying_keeps_committed_scores_and_a_rerun_computes_the_rest(rm, pairs, tmp_path):
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    with FakeVLLM(rm, die_after=6) as server:  # 2 probe requests, then 4 batches, then gone
+        ep = EndpointRewardScorer(server.url, batch_size=4, concurrency=1, timeout=2.0, retries=2, backoff=0.01)
+        with pytest.raises(EndpointError, match="failed after 3 attempts"):
+            ep.score_pairs(pairs, cache=cache, progress=False)
+    kept = cache.count()
+    assert kept == 16  # four whole batches committed
+    with FakeVLLM(rm) as server:
+        ep2 = fast(server.url)
+        got = ep2.score_pairs(pairs, cache=cache, progress=False)
+    unique = len(set(zip(pairs["prompt"].tolist() * 2, pairs["chosen"].tolist() + pairs["rejected"].tolist())))
+    assert ep2.last_counts == {"computed": unique - kept, "cached": kept}
+    want = DiscriminativeScorer(rm, dtype="float32", device="cpu", batch_size=4).score_pairs(pairs, progress=False)
+    assert np.isfinite(got["margin"]).all()
+    np.testing.assert_allclose(got["margin"], want["margin"], rtol=0, atol=1e-5)  # the rerun's batches differ
+
+
+def test_other_4xx_stops_at_once_quoting_the_server(rm):
+    with FakeVLLM(rm) as server:
+        with pytest.raises(EndpointError, match="does not serve 'nope'"):
+            fast(server.url, model="nope")
+        ep = fast(server.url)
+        ep.model = "renamed"
+        with pytest.raises(EndpointError, match=r"HTTP 404: .*does not exist"):
+            ep._classify([[1, 2, 3]])
+        assert ep.client.stats["retries"] == 0
+
+
+def test_server_ignoring_use_activation_is_refused(rm, pairs):
+    with FakeVLLM(rm, ignore_activation=True) as server:
+        with pytest.raises(EndpointError, match="ignores use_activation"):
+            fast(server.url).score_pairs(pairs.head(2), progress=False)
+
+
+def test_api_key_sent_but_never_stored(rm, pairs, tmp_path, monkeypatch):
+    monkeypatch.setenv("RA_TEST_KEY", "sk-very-secret-123")
+    seen = []
+    with FakeVLLM(rm) as server:
+        ep = fast(server.url, api_key_env="RA_TEST_KEY")
+        orig = ep.client._headers
+        ep.client._headers = lambda: (seen.append(orig()), orig())[1]
+        cache = ScoreCache(tmp_path / "c.sqlite")
+        ep.score_pairs(pairs.head(3), cache=cache, progress=False)
+    assert seen and all(h["Authorization"] == "Bearer sk-very-secret-123" for h in seen)
+    assert "sk-very-secret" not in json.dumps(ep.describe()) and "sk-very-secret" not in repr(vars(ep))
+    assert b"sk-very-secret" not in (tmp_path / "c.sqlite").read_bytes()
+
+
+def test_cli_endpoint_audit_and_resume(rm, tmp_path):
+    from reward_auditor.cli import main
+    out = tmp_path / "run"
+    with FakeVLLM(rm) as server:
+        args = ["audit", "--data", "sample", "--endpoint", server.url, "--perturbations", "EF,LE", "-B", "200",
+                "--batch-size", "4", "--no-report", "-q", "--out", str(out)]
+        assert main(args) == 0
+        m = json.loads((out / "manifest.json").read_text())
+        assert m["scores"]["computed"] > 0
+        assert main(["audit", "--out", str(out), "--resume", "-q"]) == 0
+        assert json.loads((out / "manifest.json").read_text())["scores"]["computed"] == 0
+    fp = next(iter(m["models"].values()))
+    assert fp["kind"] == "endpoint-rm"
+
+
+def test_endpoint_judge_reads_exact_verdict_logprobs(tmp_path):
+    from reward_auditor.endpoints import EndpointJudgeScorer
+    from reward_auditor.scorers import JudgeScorer
+    from tiny_models import tiny_lm
+    lm = str(tiny_lm(tmp_path / "judge", arch="qwen2", seed=3))
+    few = make_pairs(4, seed=1)
+    want = JudgeScorer(lm, dtype="float32", device="cpu").score_pairs(few, progress=False)
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    with FakeVLLM(lm=lm, fail=[503]) as server:
+        ej = EndpointJudgeScorer(server.url, concurrency=2, timeout=5.0, backoff=0.01)
+        got = ej.score_pairs(few, cache=cache, progress=False)
+        assert server.max_active <= 2
+        again = ej.score_pairs(few, cache=cache, progress=False)
+    for col in ("margin", "z_fwd", "z_rev", "tie_mass"):
+        np.testing.assert_allclose(got[col], want[col], rtol=0, atol=1e-4)
+    assert ej.last_counts["computed"] == 0 and again["margin"].equals(got["margin"])
+    assert ej.describe()["kind"] == "endpoint-judge" and "readout" in ej.settings()
