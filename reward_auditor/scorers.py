@@ -714,9 +714,15 @@ class HFScorer(BatchPlanner, PointwiseScorer):
         return self._identity_of(self.spec, self.model)
 
     def settings(self) -> dict:
-        return {"max_length": self.max_length, "truncation_side": self.truncation_side,
-                "dtype": str(self.dtype).replace("torch.", ""), "system": self.system,
-                "chat_template": bool(getattr(self.tokenizer, "chat_template", None))}
+        out = {"max_length": self.max_length, "truncation_side": self.truncation_side,
+               "dtype": str(self.dtype).replace("torch.", ""), "system": self.system,
+               "chat_template": bool(getattr(self.tokenizer, "chat_template", None))}
+        if self.trust_remote_code:  # which code was allowed to run
+            folder = _model_folder(self.spec, self.revision)
+            files = {p.name: file_digest(p) for p in sorted(folder.glob("*.py"))} if folder else {}
+            if files:
+                out["remote_code"] = {"used": True, "files": files}
+        return out
 
     def describe(self) -> dict:
         return {**super().describe(), "tokenization": self.tokenization()}
