@@ -58,7 +58,7 @@ _PROTECTED_PATTERNS = [
     r"``[^\n]+?``", r"`[^`\n]+`",                                       # inline code
     r"\$(?=\S)[^$\n]*?\S\$|\$\S\$",                                     # inline math
     r"(?:https?://|ftp://|www\.)[^\s<>\"'`*]*[^\s<>\"'`*.,;:!?)\]]",    # URLs
-    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",                                    # e-mails
+    r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+",                        # e-mails (anchored: linear)
     r"(?<![\w@])@\w+", r"(?<![\w&#])#\w+",                              # @handles, #hashtags
     r"(?m:^[ \t]*(?:#{1,6}[ \t]|[-*+][ \t]|\d+[.)][ \t]|>[ \t]?))",     # Markdown markers at line start
     r"\\[A-Za-z]+\*?|\\[^A-Za-z\s]",                                    # LaTeX commands
@@ -70,6 +70,15 @@ _PROTECTED_PATTERNS = [
     r"\|", r"\n",
 ]
 _PROTECTED_RE = re.compile("|".join(f"(?:{p})" for p in _PROTECTED_PATTERNS))
+# An unclosed `\[`, `\(` or `\begin{…}` makes its pattern scan to the end of the text, once per opener: fine for
+# a few, quadratic for thousands. Texts with many openers use patterns that stop at the next opener instead
+# (the same spans unless the openers nest), so every text is scanned in linear time.
+_MANY_OPENERS = 64
+_TEMPERED = {r"(?s:\\\[.+?\\\])": r"(?s:\\\[(?:(?!\\\[).)*?\\\])",
+             r"(?s:\\\(.+?\\\))": r"(?s:\\\((?:(?!\\\().)*?\\\))",
+             r"(?s:\\begin\{(?P<env>[^}]*)\}.*?\\end\{(?P=env)\})":
+                 r"(?s:\\begin\{(?P<env>[^}]*)\}(?:(?!\\begin\{).)*?\\end\{(?P=env)\})"}
+_PROTECTED_RE_MANY = re.compile("|".join(f"(?:{_TEMPERED.get(p, p)})" for p in _PROTECTED_PATTERNS))
 _BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 MASK = "\ue000"
 _NOT_NEWLINE = re.compile(r"[^\n]")
@@ -79,6 +88,8 @@ def _boxed_spans(text: str) -> list[tuple[int, int]]:
     "Spans of `\\boxed{…}` with brace matching (nested braces allowed; unclosed runs to the end)."
     out = []
     for m in _BOXED_RE.finditer(text):
+        if out and m.start() < out[-1][1]:  # inside the previous box: already covered (keeps this linear)
+            continue
         depth, i = 1, m.end()
         while i < len(text) and depth:
             depth += {"{": 1, "}": -1}.get(text[i], 0)
@@ -89,7 +100,9 @@ def _boxed_spans(text: str) -> list[tuple[int, int]]:
 
 def protected_spans(text: str) -> list[tuple[int, int]]:
     "Sorted, merged (start, end) spans of `text` that no perturbation may change."
-    spans = sorted([m.span() for m in _PROTECTED_RE.finditer(text) if m.end() > m.start()] + _boxed_spans(text))
+    many = max(text.count("\\["), text.count("\\("), text.count("\\begin{")) > _MANY_OPENERS
+    pattern = _PROTECTED_RE_MANY if many else _PROTECTED_RE
+    spans = sorted([m.span() for m in pattern.finditer(text) if m.end() > m.start()] + _boxed_spans(text))
     merged: list[list[int]] = []
     for s, e in spans:
         if merged and s < merged[-1][1]:

@@ -274,15 +274,18 @@ def manifest_html(manifest: dict) -> str:
 
 # %% ../nbs/09_report.ipynb #5c0683cb
 KERNEL_NAME = "reward-auditor-python"
+_JUPYTER_DIR: Path | None = None  # this process's private Jupyter folder (kernel spec only)
 
 
 def kernel_name() -> str:
     "Name of a private Jupyter kernel spec that runs this interpreter (written on first use)."
-    import hashlib
-    tag = hashlib.sha256(sys.executable.encode()).hexdigest()[:10]
-    root = Path(tempfile.gettempdir()) / f"reward-auditor-jupyter-{tag}"
+    global _JUPYTER_DIR
+    if _JUPYTER_DIR is None or not _JUPYTER_DIR.is_dir():
+        from reward_auditor.safety import private_dir
+        _JUPYTER_DIR = private_dir("reward-auditor-jupyter-")
+    root = _JUPYTER_DIR
     kdir = root / "kernels" / KERNEL_NAME
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+    spec = {"argv": [sys.executable, "-P", "-m", "ipykernel_launcher", "-f", "{connection_file}",
                      "--IPKernelApp.log_level=ERROR"],
             "display_name": "reward-auditor (this Python)", "language": "python"}
     kdir.mkdir(parents=True, exist_ok=True)
@@ -323,7 +326,8 @@ class ReportSession:
         "The shared kernel manager: started on the first render, its namespace reset before every later one."
         if self.km is None or not self.km.is_alive():
             from jupyter_client import KernelManager
-            self.work = Path(tempfile.mkdtemp(prefix="reward-auditor-kernel-"))   # private (0700) and empty
+            from reward_auditor.safety import private_dir
+            self.work = private_dir("reward-auditor-kernel-")   # private and empty, as for a single render
             self.km = KernelManager(kernel_name=kernel_name())
             self.km.start_kernel(cwd=str(self.work))
         elif self.renders:
@@ -399,7 +403,8 @@ def to_html(notebook: str | Path, html_path: str | Path) -> Path:
                        template_file="reward_auditor_report.html.j2")
     nb = nbformat.read(str(notebook), as_version=4)
     body, _ = exp.from_notebook_node(nb)
-    Path(html_path).write_text(body, encoding="utf-8")
+    from reward_auditor.safety import atomic_write
+    atomic_write(html_path, body)
     return Path(html_path)
 
 
@@ -414,6 +419,11 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
                               f"--out {r}` first")
     if by not in ("model", "subset"):
         raise ReportError(f"unknown report grouping {by!r}: use 'model' or 'subset'")
+    for r in runs:
+        try:  # every file must belong to the run its manifest describes (a kill mid-save leaves none)
+            AuditResult.load(r)
+        except ValueError as e:
+            raise ReportError(str(e)) from None
     if compare:
         template, params = "compare_report", {"runs": [str(r.resolve()) for r in runs]}
         name = name or "compare"
@@ -437,9 +447,13 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
     pkg_parent = str(Path(reward_auditor.__file__).resolve().parent.parent)
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, old) if p)
+    from reward_auditor.safety import private_dir
+    work = private_dir("reward-auditor-kernel-")  # the kernel's cwd: empty, private, nothing to import from
+    for stale in (nb_path, html_path):  # a report from an earlier run must not outlive a failed render
+        stale.unlink(missing_ok=True)
     try:
         pm.execute_notebook(str(template_path(template)), str(nb_path), parameters=params,
-                            kernel_name=kernel_name(), progress_bar=progress, cwd=str(out),
+                            kernel_name=kernel_name(), progress_bar=progress, cwd=str(work),
                             execution_timeout=timeout, log_output=False,
                             **({"km": _SESSION.kernel()} if _SESSION is not None else {}))
     except pm.PapermillExecutionError as e:
@@ -450,6 +464,8 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = old
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
     to_html(nb_path, html_path)
     return RenderedReport(nb_path, html_path)
 
@@ -488,10 +504,13 @@ def save_diagnostic(result: Any, out: str | Path) -> Path:
     import reward_auditor
     kind, out = diagnostic_kind(result), Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    from reward_auditor import safety
+    for stale in ("report.html", "report.ipynb"):  # a report of an earlier result must not sit beside this one
+        (out / stale).unlink(missing_ok=True)
     result.save(out)
-    result.to_frame().to_csv(out / "table.csv", index=False)
-    (out / DIAGNOSTIC_FILE).write_text(json.dumps({"kind": kind, "reward_auditor_version": reward_auditor.__version__},
-                                                  indent=1) + "\n")
+    safety.write_csv(result.to_frame(), out / "table.csv")  # text cells cannot start a spreadsheet formula
+    safety.atomic_write(out / DIAGNOSTIC_FILE, json.dumps({"kind": kind, "reward_auditor_version":
+                                                           reward_auditor.__version__}, indent=1) + "\n")
     return out
 
 
@@ -501,7 +520,14 @@ def _diagnostic_kind(path: Path) -> str:
     if not f.exists():
         raise ReportError(f"{path} holds no diagnostic result ({DIAGNOSTIC_FILE} is missing): run the diagnostic "
                           f"with --out {path} first")
-    return json.loads(f.read_text())["kind"]
+    try:
+        kind = json.loads(f.read_text(encoding="utf-8")).get("kind")
+    except (ValueError, AttributeError, UnicodeError, RecursionError):
+        kind = None
+    if kind not in DIAGNOSTICS:  # never a path built from the folder's own text
+        raise ReportError(f"{f}: unknown diagnostic kind {str(kind)[:60]!r}; expected one of {', '.join(DIAGNOSTICS)} "
+                          "(the folder was not written by this package)")
+    return kind
 
 
 def load_diagnostic(path: str | Path) -> Any:

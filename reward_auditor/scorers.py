@@ -306,9 +306,12 @@ def _scalar(v, path, row, col):
                               "(one row per chosen/rejected pair) before auditing")
         v = v[0]
     try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise ScorerError(f"{path} row {row}: {col} = {v!r} is not a number") from None
+        x = float(v)
+    except (TypeError, ValueError, OverflowError):
+        raise ScorerError(f"{path} row {row}: {col} = {str(v)[:40]!r} is not a number") from None
+    if not math.isfinite(x):  # NaN or ±inf would silently move (or drop) effect sizes
+        raise ScorerError(f"{path} row {row}: {col} = {x} is not a finite number; every reward must be finite")
+    return x
 
 
 class PrecomputedScorer(Scorer):
