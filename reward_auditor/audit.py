@@ -29,10 +29,10 @@ from . import stats as ra_stats
 
 # %% auto #0
 __all__ = ['PRESET_KEYS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS',
-           'TABLE_COLUMNS', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions',
-           'file_conditions', 'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table',
-           'decide', 'summary_json', 'write_summaries', 'AuditResult', 'package_versions', 'error_control',
-           'detectability_warnings', 'audit', 'check_writable']
+           'TABLE_COLUMNS', 'DATA_STAMP', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint',
+           'make_conditions', 'file_conditions', 'resolve_scorers', 'score_conditions', 'family_seed', 'differences',
+           'family_table', 'decide', 'summary_json', 'write_summaries', 'AuditResult', 'package_versions',
+           'error_control', 'detectability_warnings', 'audit', 'check_writable']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -157,21 +157,29 @@ def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping) -
 
 
 def _load_condition(store: Path, name: str, key: str):
-    "A condition saved by an earlier run with the same key, else None."
+    "A condition saved by an earlier run with the same key and an intact parquet (its sha256 matches), else None."
+    from reward_auditor.safety import file_sha256
     meta, frame = store / f"{name}.json", store / f"{name}.parquet"
     if not (meta.exists() and frame.exists()):
         return None
-    m = json.loads(meta.read_text())
-    if m.get("key") != key:
+    try:  # a truncated, foreign or mismatched piece is absent: the condition is made again
+        m = json.loads(meta.read_text(encoding="utf-8"))
+        if not isinstance(m, dict) or m.get("key") != key or m.get("sha256") != file_sha256(frame):
+            return None
+        return ra_perturbations.Condition(name, m["side"], m["group"], pd.read_parquet(frame), m["record"])
+    except Exception:
         return None
-    return ra_perturbations.Condition(name, m["side"], m["group"], pd.read_parquet(frame), m["record"])
 
 
 def _save_condition(store: Path, cond, key: str) -> None:
+    "Store a condition: the parquet first, then its key with the parquet's sha256 (each written atomically)."
+    from reward_auditor.safety import atomic_write, file_sha256
     store.mkdir(parents=True, exist_ok=True)
-    cond.frame.to_parquet(store / f"{cond.name}.parquet", index=False)
-    (store / f"{cond.name}.json").write_text(json.dumps(
-        {"key": key, "side": cond.side, "group": cond.group, "record": _jsonable(cond.record)}, indent=1))
+    frame = store / f"{cond.name}.parquet"
+    atomic_write(frame, lambda p: cond.frame.to_parquet(p, index=False))
+    atomic_write(store / f"{cond.name}.json", json.dumps(
+        {"key": key, "sha256": file_sha256(frame), "side": cond.side, "group": cond.group,
+         "record": _jsonable(cond.record)}, indent=1))
 
 
 def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed: int = 0,
@@ -248,6 +256,28 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
     return original.reset_index(drop=True), out
 
 # %% ../nbs/07_audit.ipynb #7fcabcc5
+def _refuse_unscored(scorer, base: pd.DataFrame, lacking: Mapping[str, tuple[int, int]]) -> None:
+    "A score file must score every original and perturbed pair it is audited on; say how many it lacks and why."
+    if getattr(scorer, "kind", "") != "precomputed":
+        return
+    n_orig = int((~np.isfinite(base["margin"].to_numpy(float))).sum())
+    missing = {n: m for n, (m, _) in lacking.items() if m}
+    if not n_orig and not missing:
+        return
+    total = sum(t for _, t in lacking.values())
+    what = []
+    if n_orig:
+        what.append(f"{n_orig} of {len(base)} original pairs")
+    if missing:
+        what.append(f"{sum(missing.values())} of {total} perturbed pairs ("
+                    + ", ".join(f"{n} {m}" for n, m in missing.items()) + ")")
+    layout = ("a file keyed by id scores only the original texts; " if getattr(scorer, "by_id", None) is not None
+              else "")
+    raise AuditError(f"score file {getattr(scorer, 'path', scorer.name)} has no score for {' and '.join(what)}: "
+                     f"{layout}give one (prompt, response, reward) row per text, perturbed texts included "
+                     "(scorers)")
+
+
 def resolve_scorers(scorers: Any) -> list:
     "Turn a spec, a Scorer, a callable or a list of them into a list of Scorer objects (`scorers.load_scorer`)."
     if scorers is None:
@@ -295,13 +325,19 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
     "Margins (and rewards, when the scorer gives them) of one scorer on `orig` and every condition → (items, counts)."
     from tqdm import tqdm
     cols = ["id", "subset", "prompt", "chosen", "rejected"] + (["history"] if "history" in original.columns else [])
+    # model scorers tokenize the next condition's changed texts in the background while this one is scored
+    prefetch = getattr(scorer, "prefetch", None) or (lambda frame, cache=None: 0)
+    todo = [c.frame.loc[c.frame["changed"].to_numpy(bool), cols] for c in conditions.values()]
+    todo = [f for f in todo if len(f)]
+    if todo:
+        prefetch(todo[0], cache=cache)
     base = scorer.score_pairs(original[cols], cache=cache, progress=progress)
     counts = {"orig": _counts(scorer)}
     base = base.assign(id=base["id"].astype(str)).set_index("id")
     keep = [c for c in SCORE_COLUMNS if c in base.columns]
     if not base.index.is_unique or set(base.index) != set(original["id"].astype(str)):
         raise AuditError(f"scorer {scorer.name} returned ids that do not match the data (scorers)")
-    rows = []
+    rows, lacking = [], {}
     for name, cond in tqdm(conditions.items(), desc=f"score {scorer.name}", disable=not progress, leave=False):
         f = cond.frame
         ids = f["id"].astype(str)
@@ -309,10 +345,16 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
         before = base.reindex(ids)[keep]
         after = before.copy()  # an unchanged item keeps its original scores: its difference is exactly 0
         if changed.any():
+            todo = todo[1:]
+            if todo:
+                prefetch(todo[0], cache=cache)
             res = scorer.score_pairs(f.loc[changed, cols], cache=cache, progress=progress)
             res = res.assign(id=res["id"].astype(str)).set_index("id")
             after.loc[changed, keep] = res.reindex(ids[changed])[keep].to_numpy(float)
             counts[name] = _counts(scorer)
+            if getattr(scorer, "kind", "") == "precomputed":
+                lacking[name] = (int((~np.isfinite(after.loc[changed, "margin"].to_numpy(float))).sum()),
+                                 int(changed.sum()))
         else:
             counts[name] = {"computed": 0, "cached": 0}
         frame = pd.DataFrame({"model": scorer.name, "subset": f["subset"].astype(str).to_numpy(),
@@ -321,6 +363,7 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
             frame[f"{c}_before"] = before[c].to_numpy(float)
             frame[f"{c}_after"] = after[c].to_numpy(float)
         rows.append(frame)
+    _refuse_unscored(scorer, base, lacking)
     items = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
         columns=["model", "subset", "id", "perturbation", "changed", "margin_before", "margin_after"])
     return items, counts
@@ -468,9 +511,9 @@ def summary_json(table: pd.DataFrame, manifest: Mapping | None = None) -> dict:
 def write_summaries(result, path: str | Path) -> None:
     "Write results.json and risk_table.csv beside results.parquet."
     path = Path(path)
-    (path / "results.json").write_text(json.dumps(summary_json(result.table, result.manifest), indent=2) + "\n")
-    result.table[[c for c in CSV_COLUMNS if c in result.table.columns]].to_csv(path / "risk_table.csv",
-                                                                                 index=False)
+    from reward_auditor.safety import atomic_write, write_csv
+    atomic_write(path / "results.json", json.dumps(summary_json(result.table, result.manifest), indent=2) + "\n")
+    write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], path / "risk_table.csv")
 
 # %% ../nbs/07_audit.ipynb #b94a5590
 TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_changed", "n_dropped",
@@ -520,28 +563,60 @@ class AuditResult:
         return self.table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
 
     def save(self, path: str | Path) -> Path:
-        "Write the result to a folder (Parquet frames + manifest.json) and return the folder."
+        "Publish the result to a folder: Parquet frames, then manifest.json with each frame's sha256 (written last)."
+        from reward_auditor.safety import atomic_write, file_sha256
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.table.to_parquet(path / "results.parquet", index=False)
-        self.items.to_parquet(path / "items.parquet", index=False)
-        if self.texts is not None:
-            self.texts.to_parquet(path / "texts.parquet", index=False)
-        (path / "manifest.json").write_text(json.dumps(_jsonable(self.manifest), indent=2, sort_keys=False) + "\n")
+        # until the new manifest lands the folder holds no complete run, and no report of an older one
+        for name in ("manifest.json", "results.json", "risk_table.csv"):
+            (path / name).unlink(missing_ok=True)
+        for stale in [*path.glob("report*.html"), *path.glob("report*.ipynb")]:
+            stale.unlink(missing_ok=True)
+        files = {}
+        for name, frame in (("results.parquet", self.table), ("items.parquet", self.items),
+                            ("texts.parquet", self.texts)):
+            if frame is None:
+                (path / name).unlink(missing_ok=True)
+                continue
+            atomic_write(path / name, lambda p, f=frame: f.to_parquet(p, index=False))
+            files[name] = file_sha256(path / name)
         write_summaries(self, path)  # results.json and risk_table.csv, for other tools
+        atomic_write(path / "manifest.json",
+                     json.dumps({**_jsonable(self.manifest), "files": files}, indent=2, sort_keys=False) + "\n")
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> "AuditResult":
-        "Read a saved result folder back."
+        "Read a saved result folder back; every frame must be the one its manifest names (sha256)."
+        from reward_auditor.safety import file_sha256
         path = Path(path)
         if not (path / "results.parquet").exists():
             raise AuditError(f"no audit result in {path} (results.parquet is missing): run `reward-auditor audit` "
                              f"with --out {path} first")
-        texts = pd.read_parquet(path / "texts.parquet") if (path / "texts.parquet").exists() else None
-        items = pd.read_parquet(path / "items.parquet") if (path / "items.parquet").exists() else pd.DataFrame()
-        manifest = json.loads((path / "manifest.json").read_text()) if (path / "manifest.json").exists() else {}
-        return cls(pd.read_parquet(path / "results.parquet"), items, manifest, texts)
+        again = f"run the audit again with --out {path} --resume"
+        mpath = path / "manifest.json"
+        if not mpath.exists():
+            raise AuditError(f"{path} holds an incomplete run (manifest.json is missing: the run stopped while "
+                             f"saving); {again}")
+        try:
+            manifest = json.loads(mpath.read_text(encoding="utf-8"))
+            assert isinstance(manifest, dict)
+        except (ValueError, UnicodeError, AssertionError, RecursionError) as e:
+            raise AuditError(f"{mpath} cannot be read ({type(e).__name__}); {again}") from None
+        for name, digest in (manifest.get("files") or {}).items():
+            if not (path / name).exists() or file_sha256(path / name) != digest:
+                raise AuditError(f"{path / name} is not the file of the run in {mpath} (its sha256 differs): the "
+                                 f"folder mixes two runs; {again}")
+
+        def read(name):
+            try:
+                return pd.read_parquet(path / name)
+            except Exception as e:
+                raise AuditError(f"{path / name} cannot be read ({type(e).__name__}); {again}") from None
+
+        texts = read("texts.parquet") if (path / "texts.parquet").exists() else None
+        items = read("items.parquet") if (path / "items.parquet").exists() else pd.DataFrame()
+        return cls(read("results.parquet"), items, manifest, texts)
 
 # %% ../nbs/07_audit.ipynb #8d1e60db
 def package_versions() -> dict[str, str]:
@@ -642,6 +717,57 @@ def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list
     return out
 
 # %% ../nbs/07_audit.ipynb #2888be8e
+DATA_STAMP = "fingerprint.json"
+
+
+def _locked_out(fn):
+    "Run `fn` holding the run-folder lock on its `out` argument (when given)."
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kw):
+        out = kw.get("out")
+        if out is None:
+            return fn(*args, **kw)
+        from reward_auditor.safety import RunLock
+        check_writable(out)
+        with RunLock(out):
+            return fn(*args, **kw)
+    return wrapper
+
+
+def _clear_run(out: Path) -> None:
+    "Remove a run's results, report and stored conditions from `out` (the score cache stays)."
+    import shutil
+    for name in (*AuditResult.FILES, DATA_STAMP):
+        (out / name).unlink(missing_ok=True)
+    for stale in [*out.glob("report*.html"), *out.glob("report*.ipynb")]:
+        stale.unlink(missing_ok=True)
+    shutil.rmtree(out / "conditions", ignore_errors=True)
+
+
+def _stamp_data(out: str | Path, original: pd.DataFrame, source: Any, overwrite: bool = False) -> str:
+    "Check that `out` holds no run of other data (unless `overwrite`), then record this data's fingerprint."
+    from reward_auditor.safety import atomic_write
+    out, fp = Path(out), data_fingerprint(original)
+    old = None
+    for f, get in ((out / DATA_STAMP, lambda m: m["sha256"]), (out / "manifest.json", lambda m: m["data"]["sha256"])):
+        try:
+            old = get(json.loads(f.read_text(encoding="utf-8")))
+            break
+        except Exception:  # absent or unreadable: try the next record
+            continue
+    if old is not None and old != fp:
+        if not overwrite:
+            raise AuditError(f"{out} holds a run of other data (sha256 {str(old)[:12]}…; {source} has "
+                             f"{fp[:12]}…): choose a new folder, or pass --overwrite to replace that run (out)")
+        _clear_run(out)
+    atomic_write(out / DATA_STAMP, json.dumps({"sha256": fp, "source": str(source), "n_items": int(len(original))},
+                                              indent=1) + "\n")
+    return fp
+
+# %% ../nbs/07_audit.ipynb #ad8ee614
+@_locked_out
 def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "all", *, seed: int = 0,
           permutations: int = 10_000, alpha: float = 0.05, scale: str = "prob", multiplicity: str = "bh",
           margin: float | str = 0.2, preset: str | None = None, family: str = "subset", cache: Any = None,
@@ -649,6 +775,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
           two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
           effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
+          overwrite: bool = False,
           perturb_turns: str = "final") -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
@@ -662,12 +789,16 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if conditions is not None and not isinstance(conditions, Mapping):
         paths = [conditions] if isinstance(conditions, (str, Path)) else list(conditions)
         source = ", ".join(map(str, paths))
-        original, conds = file_conditions(paths, mapping)
+        from reward_auditor.safety import reading
+        with reading(source, "conditions file"):  # a malformed file: one line naming it
+            original, conds = file_conditions(paths, mapping)
     else:
         source = data if isinstance(data, (str, Path)) else getattr(data, "attrs", {}).get(
             "source", f"<{type(data).__name__}>")
         original = ra_data.load_preferences(data) if not isinstance(data, pd.DataFrame) else ra_data.validate(data)
         conds = dict(conditions or {})
+    if out is not None:  # refuse a folder holding another dataset's run before any work (overwrite clears it)
+        _stamp_data(out, original, source, overwrite)
     names = perturbation_names(perturbations) if perturbations is not None else []
     scorer_objs = resolve_scorers(scorers)
     built, skipped = make_conditions(original, [n for n in names if n not in conds], seed=settings.seed,
@@ -748,7 +879,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                              "description": ((type(sc).__doc__ or "").strip().splitlines() or [""])[0],
                              "spec": str(getattr(sc, "spec", sc.name)),
                              **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {}),
-                             **({"tokenization": _jsonable(sc.tokenization())} if hasattr(sc, "tokenization") else {})}
+                             **({"tokenization": _jsonable(sc.tokenization())} if hasattr(sc, "tokenization") else {}),
+                             **({"batching": _jsonable(sc.batching())} if hasattr(sc, "batching") else {})}
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "cache": str(getattr(store, "path", store)) if store is not None else None,

@@ -119,8 +119,14 @@ class ScoreCache:
         try:
             con.executemany("INSERT OR REPLACE INTO scores (fingerprint, key, value) VALUES (?, ?, ?)", rows)
             con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
+        except BaseException as e:
+            try:
+                con.execute("ROLLBACK")
+            except sqlite3.Error:  # SQLite already rolled back (a full disk does that): keep the real error
+                pass
+            if isinstance(e, sqlite3.OperationalError) and any(w in str(e) for w in ("full", "readonly", "disk I/O")):
+                raise CacheError(f"cannot write to the score cache {self.path}: {e}; free disk space or point the "
+                                 "cache elsewhere (scores already stored are kept)") from e
             raise
         return len(rows)
 

@@ -18,11 +18,11 @@ from typing import Any, Sequence
 
 # %% auto #0
 __all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS',
-           'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error', 'error_line', 'example_path',
-           'build_parser', 'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax',
-           'make_scorers', 'make_endpoint_scorer', 'make_engine', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
-           'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_models',
-           'quiet_bars', 'main']
+           'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error',
+           'error_line', 'example_path', 'build_parser', 'resolve_audit_args', 'split_name', 'data_files',
+           'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers', 'make_endpoint_scorer', 'make_engine', 'run_audit',
+           'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
+           'cmd_protocol', 'cmd_meta', 'cmd_models', 'quiet_bars', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -34,14 +34,20 @@ class CLIError(ValueError):
         super().__init__(f"{what} ({where})" if where else what)
 
 
-INPUT_ERRORS = frozenset({"AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
+INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError"})
+
+
+import errno as _errno
+_USER_ERRNOS = frozenset({_errno.ENOSPC, _errno.EROFS, _errno.EACCES, _errno.EPERM, getattr(_errno, "EDQUOT", -1)})
 
 
 def is_input_error(e: BaseException) -> bool:
     "True for the named 'bad input' exceptions of the package's modules and for missing or unreadable files."
     if isinstance(e, (CLIError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return True
+    if isinstance(e, OSError) and e.errno in _USER_ERRNOS:  # a full disk, a read-only folder: not a bug
         return True
     return any(c.__name__ in INPUT_ERRORS and c.__module__.startswith("reward_auditor")
                for c in type(e).__mro__)
@@ -50,7 +56,8 @@ def is_input_error(e: BaseException) -> bool:
 def error_line(e: BaseException) -> str:
     "The one line printed for an error: program, 'error', the message with newlines folded."
     msg = " ".join(str(e).split()) or type(e).__name__
-    if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)) and e.filename:
+    if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
+            e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
     return f"{PROG}: error: {msg}"
 
@@ -191,13 +198,28 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     limit=None,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
-    cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
+    cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
-    group_weights=None, effect_ci="nct", perturb_turns="final")
-MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction", "load_in")
+    group_weights=None, effect_ci="nct", overwrite=False,
+    perturb_turns="final")
+MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
 EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_batches", "endpoint",
                      "endpoint_concurrency", "endpoint_timeout", "api_key_env")
+NEVER_FROM_RUN_FILE = ("trust_remote_code", "model", "reference", "cache", "endpoint", "api_key_env",
+                       "address")  # --resume needs these given again
+
+
+def _absolute_paths(args: dict) -> dict:
+    "`args` with every option naming an existing local file or folder made absolute (hub ids stay as they are)."
+    def fix(v):
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        if isinstance(v, str) and v not in ("sample", "overlap", "length", "noise") and Path(v).exists():
+            return str(Path(v).resolve())
+        return v
+    return {k: fix(v) if k in ("data", "conditions", "model", "scorer", "reference", "cache") else v
+            for k, v in args.items()}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -249,7 +271,10 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
     g.add_argument("--dtype", default=S, help="float32, bfloat16, float16 (default: by device)")
     g.add_argument("--batch-size", type=_positive_int("batch size"), default=S,
-                   help="pairs scored per forward pass (default: by model and device)")
+                   help="at most this many texts per forward pass (default: as many as the token budget allows)")
+    g.add_argument("--max-batch-tokens", type=_positive_int("max batch tokens"), default=S,
+                   help="padded tokens per forward pass (default: from the device's free memory and the model's "
+                        "size; the manifest records the budget used, pass it here to reproduce a run's batches)")
     g.add_argument("--max-length", type=_positive_int("max length"), default=S,
                    help="truncate inputs to this many tokens (default: the model's limit)")
     g.add_argument("--reference", default=S, help="reference model for --kind dpo (omit: reference-free)")
@@ -298,7 +323,10 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", required=False, default=S, help="output folder (results, cache, report)")
     g.add_argument("--cache", default=S, help="score cache file (default <out>/scores.sqlite)")
     g.add_argument("--resume", action="store_true", default=False,
-                   help="continue the run saved in --out with its saved arguments")
+                   help="continue the run saved in --out with its saved arguments (--model, --reference, --cache "
+                        "and --trust-remote-code must be given again)")
+    g.add_argument("--overwrite", action="store_true", default=S,
+                   help="replace a run of other data already in --out (otherwise such a folder is refused)")
     g.add_argument("--no-report", dest="report", action="store_false", default=S, help="skip the HTML report")
     g.add_argument("--by", choices=["model", "subset", "turns"], default=S,
                    help="report grouping (default model); turns: split every subset into single- and multi-turn items")
@@ -463,7 +491,21 @@ def resolve_audit_args(given: dict) -> dict:
         f = out / RUN_FILE
         if not f.exists():
             raise CLIError(f"nothing to resume: {f} does not exist; start the run without --resume", "--resume")
-        saved = json.loads(f.read_text())
+        try:
+            saved = json.loads(f.read_text(encoding="utf-8"))
+            assert isinstance(saved, dict)
+        except (ValueError, UnicodeError, AssertionError, RecursionError):
+            raise CLIError(f"{f} cannot be read (truncated or not a run file); start the run again without "
+                           "--resume: scores already in the cache are reused", "--resume") from None
+        again = [k for k in NEVER_FROM_RUN_FILE if saved.get(k) and k not in given]
+        if again:
+            flags = " ".join(f"--{k.replace('_', '-')}" + ("" if k == "trust_remote_code" else
+                             " " + " ".join(map(str, saved[k] if isinstance(saved[k], list) else [saved[k]])))
+                             for k in again)
+            raise CLIError(f"resuming needs {flags} again: model code, models and caches are never taken from a "
+                           f"saved run folder", "--resume")
+        saved = {k: v for k, v in saved.items() if k not in (*NEVER_FROM_RUN_FILE, "overwrite")}
+        given = _absolute_paths(given)
         for k, v in given.items():
             if k in EXECUTION_OPTIONS:
                 continue  # how the scores are computed may change between runs; what is computed may not
@@ -666,6 +708,28 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
         print(f"report: {rendered.html}")
 
 
+def _check_device(device: str | None) -> None:
+    "A --device this machine has (cpu, cuda, cuda:N, mps), or a CLIError saying what is available."
+    import re
+    if device is None:
+        return
+    if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", str(device)):
+        raise CLIError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps", "--device")
+    if device == "cpu":
+        return
+    import torch
+    if device == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise CLIError("device 'mps' is not available on this machine: use --device cpu", "--device")
+        return
+    if not torch.cuda.is_available():
+        raise CLIError(f"device {device!r}: CUDA is not available on this machine: use --device cpu", "--device")
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= torch.cuda.device_count():
+        raise CLIError(f"device {device!r} is not available: this machine has {torch.cuda.device_count()} CUDA "
+                       f"device(s)", "--device")
+
+
 def run_audit(args: dict, progress: bool = True) -> int:
     "The `audit` subcommand on resolved arguments."
     from reward_auditor.audit import AuditSettings, audit, check_writable, perturbation_names
@@ -677,9 +741,13 @@ def run_audit(args: dict, progress: bool = True) -> int:
                   group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "nct"))  # every statistical setting is checked before anything is loaded
     data = None
     if args.get("data"):
-        data = load_data(args["data"], format=args.get("format"),
-                         errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),
-                         seed=args["seed"])
+        from reward_auditor.safety import check_utf8, reading
+        src = args["data"] if isinstance(args["data"], str) else ", ".join(map(str, args["data"]))
+        with reading(src, "data file"):  # binary, UTF-16, corrupt, nested too deep: one line naming it
+            data = load_data(args["data"], format=args.get("format"),
+                             errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),
+                             seed=args["seed"])
+        check_utf8(data, src)
         if args.get("by") == "turns":
             from reward_auditor.data import split_by_turns
             data = split_by_turns(data)
@@ -698,8 +766,10 @@ def run_audit(args: dict, progress: bool = True) -> int:
             perturbation_names(pert)
         except ValueError as e:
             raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
+    _check_device(args.get("device"))
     scorers = make_scorers(args)
-    (out / RUN_FILE).write_text(json.dumps(args, indent=2) + "\n")
+    from reward_auditor.safety import atomic_write
+    atomic_write(out / RUN_FILE, json.dumps(_absolute_paths(args), indent=2) + "\n")
     import warnings
     with warnings.catch_warnings():  # these come back once, from the manifest, after the run
         warnings.filterwarnings("ignore", message="perturbation .* skipped")
@@ -712,7 +782,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
                        two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
                        effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
-                       perturb_workers=args.get("workers") or os.cpu_count(),
+                       perturb_workers=args.get("workers") or os.cpu_count(), overwrite=bool(args.get("overwrite")),
                        perturb_turns=args.get("perturb_turns") or "final")
     rendered = None
     if args.get("report", True):
@@ -723,14 +793,23 @@ def run_audit(args: dict, progress: bool = True) -> int:
     return 0
 
 
+def _locked_run(args: dict, progress: bool) -> int:
+    "`run_audit` holding the lock on --out from the saved arguments to the report: one run per folder."
+    from reward_auditor.audit import check_writable
+    from reward_auditor.safety import RunLock
+    check_writable(args["out"])
+    with RunLock(args["out"]):
+        return run_audit(args, progress=progress)
+
+
 def cmd_audit(ns) -> int:
-    return run_audit(resolve_audit_args(vars(ns)), progress=_progress(ns))
+    return _locked_run(resolve_audit_args(vars(ns)), progress=_progress(ns))
 
 
 def cmd_demo(ns) -> int:
     args = {**AUDIT_DEFAULTS, "data": "sample", "scorer": list(CONTROL_SCORERS), "out": ns.out, "seed": ns.seed,
             "permutations": ns.permutations, "report": ns.report}
-    return run_audit(args, progress=_progress(ns))
+    return _locked_run(args, progress=_progress(ns))
 
 
 def cmd_perturb(ns) -> int:
@@ -753,17 +832,18 @@ def cmd_perturb(ns) -> int:
         raise CLIError(f"no perturbation could be applied; skipped: {skipped}", "--perturbations")
     frame = pd.concat([c.frame.assign(perturbation=n, side=c.side, group=c.group) for n, c in conds.items()],
                       ignore_index=True)
+    from reward_auditor.safety import atomic_write
     if out.suffix == ".jsonl":
-        frame.to_json(out, orient="records", lines=True, force_ascii=False)
+        atomic_write(out, lambda p: frame.to_json(p, orient="records", lines=True, force_ascii=False))
     elif out.suffix == ".csv":
         if "history" in frame.columns:  # conversations as JSON text, which load_preferences reads back
             from reward_auditor.data import history_of
             frame = frame.assign(history=[json.dumps([dict(m) for m in h], ensure_ascii=False)
                                           for h in history_of(frame)])
-        frame.to_csv(out, index=False)
+        atomic_write(out, lambda p: frame.to_csv(p, index=False))
     else:
-        frame.to_parquet(out, index=False)
-    (out.parent / (out.name + ".records.json")).write_text(json.dumps(
+        atomic_write(out, lambda p: frame.to_parquet(p, index=False))
+    atomic_write(out.parent / (out.name + ".records.json"), json.dumps(
         {n: {"side": c.side, "group": c.group, **(c.record or {})} for n, c in conds.items()}
         | {"skipped": skipped}, indent=2, default=str) + "\n")
     for n, c in conds.items():
@@ -792,15 +872,20 @@ def _check_out(ns) -> None:
 
 def _emit(result, ns) -> int:
     "Print a diagnostic's summary; with --out DIR save it there and render report.html (unless --no-report)."
+    from reward_auditor.safety import plain_line
     text = result.summary() if callable(getattr(result, "summary", None)) else None
     text = text if isinstance(text, str) else repr(result)
-    print(text)
+    print(plain_line(text))  # names from the data cannot send escape sequences to the terminal
     if not ns.out:
         return 0
     p = Path(ns.out)
     if p.suffix in (".csv", ".parquet"):  # a table file only
         table = result.to_frame()
-        table.to_parquet(p, index=False) if p.suffix == ".parquet" else table.to_csv(p, index=False)
+        from reward_auditor.safety import atomic_write, write_csv
+        if p.suffix == ".parquet":
+            atomic_write(p, lambda f: table.to_parquet(f, index=False))
+        else:
+            write_csv(table, p)  # text cells cannot start a spreadsheet formula
         print(f"wrote {p}")
         return 0
     from reward_auditor.report import render_diagnostic, save_diagnostic

@@ -508,7 +508,8 @@ class FamilyScorer(S.HFScorer):
         out = {**super().settings(), "family": fam.name, "readout": list(fam.readout), "objective": fam.objective,
                "sign": fam.sign, "template": fam.template or "chat", "reward_token_id": self.reward_id}
         if self.uses_remote_code:
-            out["remote_code"] = {"used": True, "files": self.remote_files}
+            out["remote_code"] = {"used": True, "files": self.remote_files,
+                                  "auto_map": self.config_dict.get("auto_map") or {}}
         return out
 
     def describe(self) -> dict:

@@ -15,6 +15,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+
+from .plots import plain_text
+from .safety import atomic_write, md_escape, plain_line, reading
 from scipy import optimize, stats
 
 # %% auto #0
@@ -47,9 +50,28 @@ def read_results(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise HeterogeneityError(f"{path}: no such file; pass per-prompt results (JSON or JSON lines).")
-    text = path.read_text(encoding="utf-8")
+    with reading(path, "results file"):  # binary, UTF-16, empty, nested too deep: one line naming the file
+        text = path.read_text(encoding="utf-8")
+        obj = _parse_results(text, path)
+    if isinstance(obj, dict):
+        obj = obj.get("data", obj)
     try:
-        obj = json.loads(text)
+        frame = pd.DataFrame(obj)
+    except (ValueError, TypeError):
+        raise HeterogeneityError(
+            f"{path}: expected a list of per-prompt records or a dict of equal-length columns; "
+            "model-level summary files carry no per-prompt results.") from None
+    if "subset" not in frame.columns:
+        raise HeterogeneityError(f"{path}: no `subset` field; per-prompt results need one per record.")
+    return frame
+
+
+def _parse_results(text: str, path: Path):
+    "A JSON document, or JSON lines; a bad line is named."
+    if not text.strip():
+        raise HeterogeneityError(f"{path}: the file is empty; pass per-prompt results (JSON or JSON lines).")
+    try:
+        return json.loads(text)
     except json.JSONDecodeError:
         rows = []
         for i, line in enumerate(text.splitlines(), 1):
@@ -59,18 +81,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as e:
                 raise HeterogeneityError(f"{path}: line {i} is not valid JSON ({e.msg}).") from None
-        obj = rows
-    if isinstance(obj, dict):
-        obj = obj.get("data", obj)
-    try:
-        frame = pd.DataFrame(obj)
-    except ValueError:
-        raise HeterogeneityError(
-            f"{path}: expected a list of per-prompt records or a dict of equal-length columns; "
-            "model-level summary files carry no per-prompt results.") from None
-    if "subset" not in frame.columns:
-        raise HeterogeneityError(f"{path}: no `subset` field; per-prompt results need one per record.")
-    return frame
+        return rows
 
 # %% ../nbs/11_heterogeneity.ipynb #b915a28b
 def _beats_all(chosen, rejected) -> bool:
@@ -291,7 +302,8 @@ class HeterogeneityResult:
     def to_markdown(self) -> str:
         "Markdown for a report: the headline as a list and the per-subset table."
         head = self.headline()
-        return "\n".join([f"**{head[0]}**", ""] + [f"- {l}" for l in head[1:]] + ["", _frame_to_markdown(self.subsets)])
+        return "\n".join([f"**{md_escape(head[0])}**", ""] + [f"- {md_escape(l)}" for l in head[1:]]
+                         + ["", _frame_to_markdown(self.subsets)])
 
     def _repr_html_(self) -> str:
         "HTML for notebooks and rendered reports."
@@ -310,7 +322,7 @@ class HeterogeneityResult:
         _write_frame(self.subsets, out / "subsets.parquet")
         fields = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("table", "subsets")}
         _write_json(out / "result.json", {"kind": "heterogeneity_result", **fields})
-        (out / "summary.txt").write_text(self.summary() + "\n", encoding="utf-8")
+        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
         return out
 
     @classmethod
@@ -331,8 +343,8 @@ def _html_escape(s: str) -> str:
 def _frame_to_markdown(df: pd.DataFrame) -> str:
     "A pipe table without optional dependencies (floats to 3 decimals)."
     fmt = lambda v: f"{v:.3g}" if isinstance(v, float) and (abs(v) < 1e-3 and v != 0) else (
-        f"{v:.3f}" if isinstance(v, float) else str(v))
-    rows = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+        f"{v:.3f}" if isinstance(v, float) else md_escape(v))  # text from the data is shown, never rendered
+    rows = ["| " + " | ".join(map(md_escape, df.columns)) + " |", "|" + "---|" * len(df.columns)]
     rows += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in df.itertuples(index=False)]
     return "\n".join(rows)
 
@@ -430,7 +442,7 @@ class HeterogeneityReport:
         "Markdown for a report."
         lines = self.summary().split("\n")[:3 + len(self.skipped)]
         cols = ["model", "n", "p_adjusted", "cramers_v", "v_corrected", "power", "grade", "accuracy", "weakest", "gap"]
-        return "\n".join(["**" + lines[0] + "**", ""] + [f"- {l.strip()}" for l in lines[1:]] + [
+        return "\n".join(["**" + md_escape(lines[0]) + "**", ""] + [f"- {md_escape(l.strip())}" for l in lines[1:]] + [
             "", _frame_to_markdown(self.table[cols])])
 
     def _repr_html_(self) -> str:
@@ -451,8 +463,8 @@ class HeterogeneityReport:
             r.save(out / "models" / f"{i:03d}")
         _write_json(out / "report.json", {"kind": "heterogeneity", "models": list(self.results), "alpha": self.alpha,
                                           "skipped": self.skipped})
-        (out / "summary.txt").write_text(self.summary() + "\n", encoding="utf-8")
-        (out / "report.md").write_text(self.to_markdown() + "\n", encoding="utf-8")
+        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
+        atomic_write(out / "report.md", self.to_markdown() + "\n")
         return out
 
     @classmethod
@@ -518,7 +530,7 @@ def _jsonable(x):
 
 def _write_json(path: Path, obj) -> None:
     "Write `obj` as indented JSON (numpy scalars converted; NaN kept)."
-    path.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n", encoding="utf-8")
+    atomic_write(path, json.dumps(obj, indent=1, default=_jsonable) + "\n")
 
 def _read_json(path: Path):
     "Read a JSON file written by `_write_json`."
@@ -526,7 +538,7 @@ def _read_json(path: Path):
 
 def _write_frame(frame: pd.DataFrame, path: Path) -> None:
     "Write a frame as Parquet with its index (column labels must be strings)."
-    frame.to_parquet(path, index=True)
+    atomic_write(path, lambda p: frame.to_parquet(p, index=True))
 
 def _read_frame(path: Path) -> pd.DataFrame:
     "Read a frame written by `_write_frame`."
@@ -553,7 +565,8 @@ def heterogeneity_cli(paths: Sequence[str | Path], *, alpha: float = 0.05, v_tar
         if p.is_dir():
             if not (p / "items.parquet").exists():
                 raise HeterogeneityError(f"{p}: folder holds no items.parquet; pass a saved audit folder or a results file.")
-            items = pd.read_parquet(p / "items.parquet")
+            with reading(p / "items.parquet", "audit items file"):
+                items = pd.read_parquet(p / "items.parquet")
             groups = items.groupby("model", sort=False) if "model" in items.columns else [(p.name, items)]
             named = [(str(m), g.drop(columns="model", errors="ignore")) for m, g in groups]
         else:
@@ -584,10 +597,10 @@ def plot_subset_accuracy(result: HeterogeneityResult, ax=None):
     y = np.arange(len(s))
     ax.errorbar(s["accuracy"], y, xerr=[s["accuracy"] - s["lo"], s["hi"] - s["accuracy"]], fmt="o", capsize=3)
     ax.axvline(result.accuracy, color="grey", ls="--", lw=1)
-    ax.set_yticks(y, s["subset"])
+    ax.set_yticks(y, [plain_text(v) for v in s["subset"]])
     ax.set_xlim(0, 1)
     ax.set_xlabel("accuracy (Wilson interval)")
-    ax.set_title(f"{result.model}: V = {result.cramers_v:.2f}, grade {result.grade}")
+    ax.set_title(plain_text(f"{result.model}: V = {result.cramers_v:.2f}, grade {result.grade}"))
     return ax
 
 # %% ../nbs/11_heterogeneity.ipynb #719a58bc
@@ -599,8 +612,8 @@ def plot_excess(report: HeterogeneityReport, ax=None):
         _, ax = plt.subplots(figsize=(0.9 * e.shape[1] + 2.5, 0.4 * e.shape[0] + 1.5))
     lim = max(0.05, float(np.nanmax(np.abs(e.to_numpy()))))
     im = ax.imshow(e.to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
-    ax.set_xticks(range(e.shape[1]), e.columns, rotation=45, ha="right")
-    ax.set_yticks(range(e.shape[0]), e.index)
+    ax.set_xticks(range(e.shape[1]), [plain_text(v) for v in e.columns], rotation=45, ha="right")
+    ax.set_yticks(range(e.shape[0]), [plain_text(v) for v in e.index])
     for i in range(e.shape[0]):
         for j in range(e.shape[1]):
             ax.text(j, i, f"{e.iat[i, j]:+.2f}", ha="center", va="center", fontsize=7)

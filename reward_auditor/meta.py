@@ -15,6 +15,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+
+from .plots import plain_text
+from .safety import atomic_write, md_escape, plain_line, reading
 from scipy import stats
 
 from .heterogeneity import (HeterogeneityError, _frame_to_markdown, _html_escape, _need, _read_frame,
@@ -45,14 +48,15 @@ def _read_audit_table(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise MetaError(f"{path}: no such file or folder.")
     suf = path.suffix.lower()
-    if suf == ".parquet":
-        return pd.read_parquet(path)
-    if suf == ".csv":
-        return pd.read_csv(path)
-    if suf in (".jsonl", ".ndjson"):
-        return pd.read_json(path, lines=True)
-    if suf == ".json":
-        return pd.read_json(path)
+    with reading(path, "audit table"):  # a binary, UTF-16, empty or malformed file: one line naming it
+        if suf == ".parquet":
+            return pd.read_parquet(path)
+        if suf == ".csv":
+            return pd.read_csv(path)
+        if suf in (".jsonl", ".ndjson"):
+            return pd.read_json(path, lines=True)
+        if suf == ".json":
+            return pd.read_json(path)
     raise MetaError(f"{path}: unknown table type {suf!r}; use .parquet, .csv, .jsonl or a saved audit folder.")
 
 def _one_table(obj, label: str | None) -> pd.DataFrame:
@@ -288,7 +292,8 @@ def _as_metric(downstream, metric: str | None) -> pd.Series:
         p = Path(downstream)
         if not p.exists():
             raise MetaError(f"{p}: no such downstream file.")
-        downstream = pd.read_csv(p) if p.suffix.lower() == ".csv" else pd.read_json(p, lines=p.suffix.lower() == ".jsonl")
+        with reading(p, "downstream file"):
+            downstream = pd.read_csv(p) if p.suffix.lower() == ".csv" else pd.read_json(p, lines=p.suffix.lower() == ".jsonl")
     if isinstance(downstream, pd.DataFrame):
         if "model" not in downstream.columns:
             raise MetaError("a downstream frame needs a `model` column and a metric column.")
@@ -372,7 +377,7 @@ class MetaReport:
         "Markdown for a report."
         h = self.headline()
         piv = self.table.pivot(index="perturbation", columns="benchmark", values="share_significant").reset_index()
-        return "\n".join([f"**{h[0]}**", ""] + [f"- {l}" for l in h[1:]] + ["", "Share of models significant:", "",
+        return "\n".join([f"**{md_escape(h[0])}**", ""] + [f"- {md_escape(l)}" for l in h[1:]] + ["", "Share of models significant:", "",
                                                                              _frame_to_markdown(piv)])
 
     def _repr_html_(self) -> str:
@@ -405,8 +410,8 @@ class MetaReport:
             _write_frame(d.frame, out / "downstream.parquet")
             head["downstream"] = {k: getattr(d, k) for k in d.__dataclass_fields__ if k != "frame"}
         _write_json(out / "report.json", head)
-        (out / "summary.txt").write_text(self.summary() + "\n", encoding="utf-8")
-        (out / "report.md").write_text(self.to_markdown() + "\n", encoding="utf-8")
+        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
+        atomic_write(out / "report.md", self.to_markdown() + "\n")
         return out
 
     @classmethod
@@ -469,8 +474,8 @@ def plot_clustered_correlation(result: ClusteredCorrelation, ax=None):
         axd.axis("off")
     c = result.ordered()
     im = ax.imshow(c.to_numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
-    ax.set_xticks(range(len(c)), c.columns, rotation=90)
-    ax.set_yticks(range(len(c)), c.index)
+    ax.set_xticks(range(len(c)), [plain_text(v) for v in c.columns], rotation=90)
+    ax.set_yticks(range(len(c)), [plain_text(v) for v in c.index])
     for i in range(len(c)):
         for j in range(len(c)):
             ax.text(j, i, f"{c.iat[i, j]:.1f}", ha="center", va="center", fontsize=6,
@@ -487,8 +492,9 @@ def plot_downstream(result: DownstreamResult, ax=None):
     f = result.frame
     ax.scatter(f["risk"], f["metric"])
     for _, r in f.iterrows():
-        ax.annotate(r["model"], (r["risk"], r["metric"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_xlabel(result.risk)
-    ax.set_ylabel(result.metric)
+        ax.annotate(plain_text(r["model"]), (r["risk"], r["metric"]), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points")
+    ax.set_xlabel(plain_text(result.risk))
+    ax.set_ylabel(plain_text(result.metric))
     ax.set_title(f"{result.method} = {result.statistic:.2f} (p = {result.pvalue:.2g}, n = {result.n})", fontsize=10)
     return ax

@@ -35,9 +35,9 @@ __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS'
            'noise_candidates', 'character_noise', 'lexnames_text', 'build_wordnet_folder', 'wordnet_reader',
            'nltk_data_dirs', 'WordNetLite', 'wordnet_lite', 'wordnet_resources', 'synonym_candidates',
            'synonym_transformation', 'SynonymTransformation', 'prose_sentences', 'length_template', 'is_structured',
-           'structure', 'structured_presentation', 'unstructure', 'translation_plan', 'restore', 'assemble',
-           'Translation', 'protected_pieces', 'ModelRewrite', 'Condition', 'perturb', 'condition_from_frame',
-           'conditions_from_file', 'PerturbationError', 'MissingResourceError', 'cache_dir']
+           'structure', 'structured_presentation', 'unstructure', 'DataSizedMemo', 'translation_plan', 'restore',
+           'assemble', 'Translation', 'protected_pieces', 'ModelRewrite', 'Condition', 'perturb',
+           'condition_from_frame', 'conditions_from_file', 'PerturbationError', 'MissingResourceError', 'cache_dir']
 
 # %% ../nbs/03_perturbations.ipynb #b6b818ac
 from .resources import MissingResourceError, PerturbationError, cache_dir
@@ -58,7 +58,7 @@ _PROTECTED_PATTERNS = [
     r"``[^\n]+?``", r"`[^`\n]+`",                                       # inline code
     r"\$(?=\S)[^$\n]*?\S\$|\$\S\$",                                     # inline math
     r"(?:https?://|ftp://|www\.)[^\s<>\"'`*]*[^\s<>\"'`*.,;:!?)\]]",    # URLs
-    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",                                    # e-mails
+    r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+",                        # e-mails (anchored: linear)
     r"(?<![\w@])@\w+", r"(?<![\w&#])#\w+",                              # @handles, #hashtags
     r"(?m:^[ \t]*(?:#{1,6}[ \t]|[-*+][ \t]|\d+[.)][ \t]|>[ \t]?))",     # Markdown markers at line start
     r"\\[A-Za-z]+\*?|\\[^A-Za-z\s]",                                    # LaTeX commands
@@ -70,6 +70,15 @@ _PROTECTED_PATTERNS = [
     r"\|", r"\n",
 ]
 _PROTECTED_RE = re.compile("|".join(f"(?:{p})" for p in _PROTECTED_PATTERNS))
+# An unclosed `\[`, `\(` or `\begin{…}` makes its pattern scan to the end of the text, once per opener: fine for
+# a few, quadratic for thousands. Texts with many openers use patterns that stop at the next opener instead
+# (the same spans unless the openers nest), so every text is scanned in linear time.
+_MANY_OPENERS = 64
+_TEMPERED = {r"(?s:\\\[.+?\\\])": r"(?s:\\\[(?:(?!\\\[).)*?\\\])",
+             r"(?s:\\\(.+?\\\))": r"(?s:\\\((?:(?!\\\().)*?\\\))",
+             r"(?s:\\begin\{(?P<env>[^}]*)\}.*?\\end\{(?P=env)\})":
+                 r"(?s:\\begin\{(?P<env>[^}]*)\}(?:(?!\\begin\{).)*?\\end\{(?P=env)\})"}
+_PROTECTED_RE_MANY = re.compile("|".join(f"(?:{_TEMPERED.get(p, p)})" for p in _PROTECTED_PATTERNS))
 _BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 MASK = "\ue000"
 _NOT_NEWLINE = re.compile(r"[^\n]")
@@ -79,6 +88,8 @@ def _boxed_spans(text: str) -> list[tuple[int, int]]:
     "Spans of `\\boxed{…}` with brace matching (nested braces allowed; unclosed runs to the end)."
     out = []
     for m in _BOXED_RE.finditer(text):
+        if out and m.start() < out[-1][1]:  # inside the previous box: already covered (keeps this linear)
+            continue
         depth, i = 1, m.end()
         while i < len(text) and depth:
             depth += {"{": 1, "}": -1}.get(text[i], 0)
@@ -89,7 +100,9 @@ def _boxed_spans(text: str) -> list[tuple[int, int]]:
 
 def protected_spans(text: str) -> list[tuple[int, int]]:
     "Sorted, merged (start, end) spans of `text` that no perturbation may change."
-    spans = sorted([m.span() for m in _PROTECTED_RE.finditer(text) if m.end() > m.start()] + _boxed_spans(text))
+    many = max(text.count("\\["), text.count("\\("), text.count("\\begin{")) > _MANY_OPENERS
+    pattern = _PROTECTED_RE_MANY if many else _PROTECTED_RE
+    spans = sorted([m.span() for m in pattern.finditer(text) if m.end() > m.start()] + _boxed_spans(text))
     merged: list[list[int]] = []
     for s, e in spans:
         if merged and s < merged[-1][1]:
@@ -988,6 +1001,36 @@ register(structured_presentation, name="SP", side="response", group="stylized", 
          description="structured presentation: rule-based Markdown layout (certified: same words)")
 
 # %% ../nbs/03_perturbations.ipynb #0e3dcc58
+class DataSizedMemo:
+    "A least-recently-used memo of a pure function whose capacity grows to the largest batch it was fitted to."
+
+    def __init__(self, fn: Callable, capacity: int = 8192):
+        from collections import OrderedDict
+        self.fn, self.capacity, self.hits, self.misses = fn, int(capacity), 0, 0
+        self._d: OrderedDict = OrderedDict()
+        self.__doc__, self.__name__, self.__wrapped__ = fn.__doc__, fn.__name__, fn
+
+    def fit(self, n: int) -> None:
+        "Make room for at least `n` entries (capacity never shrinks)."
+        self.capacity = max(self.capacity, int(n))
+
+    def __call__(self, *args):
+        d = self._d
+        if args in d:
+            self.hits += 1
+            d.move_to_end(args)
+            return d[args]
+        self.misses += 1
+        out = d[args] = self.fn(*args)
+        while len(d) > self.capacity:
+            d.popitem(last=False)
+        return out
+
+    def cache_clear(self) -> None:
+        self._d.clear()
+        self.hits = self.misses = 0
+
+# %% ../nbs/03_perturbations.ipynb #955ae119
 _EMPHASIS_RE = re.compile(r"\*{1,3}|_{2,3}")
 _PH_RE = re.compile(r"⟦(\d+)⟧")
 _PAIR_LANG = {"spa": "es", "fra": "fr", "fre": "fr", "deu": "de", "ger": "de", "zho": "zh", "cat": "es"}
@@ -1024,7 +1067,7 @@ def translation_plan(text: str, skip_lines: Iterable[int] = ()) -> tuple[list, l
     return pieces, units, hidden
 
 
-@lru_cache(maxsize=8192)
+@DataSizedMemo
 def _plan(text: str, skip_lines: tuple[int, ...] = ()) -> tuple[list, list[str], list[list[str]]]:
     "`translation_plan`, remembered (LC and SLC plan the same texts); callers must not modify the result."
     return translation_plan(text, skip_lines)
@@ -1072,6 +1115,8 @@ class Translation(Perturbation):
         _check_rate(self.name, rate)
         tr = self.translator(pair, translator)
         lang = _PAIR_LANG.get(pair.split("-")[-1].split("_")[0], "en")
+        _plan.fit(3 * len(texts))           # a text's own plan and both layouts' plans, kept for the other of LC/SLC
+        Translation._units.fit(len(texts))
         plans = []
         for t, r in zip(texts, rngs):
             if _skip_item(rate, r):
@@ -1101,7 +1146,7 @@ class Translation(Perturbation):
         return res
 
     @staticmethod
-    @lru_cache(maxsize=8192)
+    @DataSizedMemo
     def _units(text: str, lang: str) -> tuple[str, ...]:
         "Sentence units of `text` as LC and as SLC would send them (the SLC heading is never translated)."
         laid, changed = structure(text, np.random.default_rng(0), lang=lang)

@@ -15,6 +15,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+
+from .plots import plain_text
+from .safety import atomic_write, md_escape, plain_line, reading
 from scipy import stats
 
 from .data import StyleMatrix, rmbench_style_matrix
@@ -378,7 +381,8 @@ class ProtocolReport:
         cols = [c for c in ["model", "accuracy", "acc_lo", "acc_hi", "zvar_mean", "low_var_share", "worst_domain",
                             "worst_lo", "bon_gain", "bon_falls", "flip_rate", "hard", "combined", "above_chance"] if c in self.table.columns]
         h = self.headline()
-        return "\n".join([f"**{h[0]}**", ""] + [f"- {l}" for l in h[1:]] + ["", _frame_to_markdown(self.table[cols])])
+        return "\n".join([f"**{md_escape(h[0])}**", ""] + [f"- {md_escape(l)}" for l in h[1:]]
+                         + ["", _frame_to_markdown(self.table[cols])])
 
     def _repr_html_(self) -> str:
         "HTML for notebooks and rendered reports."
@@ -405,8 +409,8 @@ class ProtocolReport:
             _write_json(d / "result.json", {"model": r.model, "accuracy": r.accuracy, "variance": r.variance,
                                             "flips": r.flips, "style": style})
         _write_json(out / "report.json", {"kind": "protocol", "models": list(self.results), "settings": self.settings})
-        (out / "summary.txt").write_text(self.summary() + "\n", encoding="utf-8")
-        (out / "report.md").write_text(self.to_markdown() + "\n", encoding="utf-8")
+        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
+        atomic_write(out / "report.md", self.to_markdown() + "\n")
         return out
 
     @classmethod
@@ -477,14 +481,15 @@ def _read_table(path: str | Path) -> pd.DataFrame:
     if not path.exists():
         raise ProtocolError(f"{path}: no such file.")
     suf = path.suffix.lower()
-    if suf == ".parquet":
-        return pd.read_parquet(path)
-    if suf in (".jsonl", ".ndjson"):
-        return pd.read_json(path, lines=True, dtype={"prompt_id": str})
-    if suf == ".json":
-        return pd.read_json(path, dtype={"prompt_id": str})
-    if suf in (".csv", ".tsv"):
-        return pd.read_csv(path, sep="\t" if suf == ".tsv" else ",", dtype={"prompt_id": str})
+    with reading(path):  # a binary, UTF-16, empty or malformed file: one line naming it
+        if suf == ".parquet":
+            return pd.read_parquet(path)
+        if suf in (".jsonl", ".ndjson"):
+            return pd.read_json(path, lines=True, dtype={"prompt_id": str})
+        if suf == ".json":
+            return pd.read_json(path, dtype={"prompt_id": str})
+        if suf in (".csv", ".tsv"):
+            return pd.read_csv(path, sep="\t" if suf == ".tsv" else ",", dtype={"prompt_id": str})
     raise ProtocolError(f"{path}: unknown file type {suf!r}; use .csv, .tsv, .jsonl, .json or .parquet.")
 
 def _merge_reward_files(paths: Sequence[str | Path]) -> pd.DataFrame | None:
@@ -514,8 +519,14 @@ def protocol_cli(samples_path: str | Path, rewards_paths: Sequence[str | Path] =
         scored = score_samples(samples, scorers, cache=cache)
         rewards = scored if rewards is None else rewards.merge(scored, on=["prompt_id", "k"], how="outer")
     styled = _merge_reward_files(styled_paths) if styled_paths else None
-    return protocol_report(samples, rewards, gold=gold, domain=domain, styled=styled, ns=ns, tau=tau,
-                           n_boot=n_boot, seed=seed, conventions=conventions)
+    try:
+        return protocol_report(samples, rewards, gold=gold, domain=domain, styled=styled, ns=ns, tau=tau,
+                               n_boot=n_boot, seed=seed, conventions=conventions)
+    except ProtocolError as e:  # a problem in the files' content: say which files
+        if str(samples_path) in str(e):
+            raise
+        files = ", ".join(map(str, [samples_path, *rewards_paths, *styled_paths]))
+        raise ProtocolError(f"{files}: {e}") from None
 
 # %% ../nbs/13_protocol.ipynb #10a912e4
 def plot_best_of_n(report: ProtocolReport, ax=None):
@@ -527,7 +538,7 @@ def plot_best_of_n(report: ProtocolReport, ax=None):
     ax.plot(first["n"], first["oracle"], "k--", label="oracle")
     ax.plot(first["n"], first["random"], "k:", label="random")
     for m, r in report.results.items():
-        ax.plot(r.best_of_n["n"], r.best_of_n["rm"], "o-", label=m)
+        ax.plot(r.best_of_n["n"], r.best_of_n["rm"], "o-", label=plain_text(m))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("n (responses drawn)")
     ax.set_ylabel("expected gold of the pick")
@@ -543,7 +554,8 @@ def plot_accuracy_variance(report: ProtocolReport, ax=None):
     ax.errorbar(t["zvar_mean"], t["accuracy"], yerr=[t["accuracy"] - t["acc_lo"], t["acc_hi"] - t["accuracy"]],
                 fmt="o", capsize=3)
     for _, r in t.iterrows():
-        ax.annotate(r["model"], (r["zvar_mean"], r["accuracy"]), fontsize=8, xytext=(4, 4), textcoords="offset points")
+        ax.annotate(plain_text(r["model"]), (r["zvar_mean"], r["accuracy"]), fontsize=8, xytext=(4, 4),
+                    textcoords="offset points")
     ax.axvline(report.settings["tau"], color="grey", ls=":", lw=1)
     ax.set_xlabel("mean within-prompt variance (global z-scale)")
     ax.set_ylabel("on-policy pairwise accuracy")

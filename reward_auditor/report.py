@@ -26,9 +26,9 @@ from . import plots
 # %% auto #0
 __all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html', 'header_html', 'findings',
            'findings_html', 'warnings_html', 'top_degraded', 'history_html', 'top_degraded_html', 'control_notes',
-           'subset_heterogeneity', 'manifest_html', 'kernel_name', 'template_path', 'RenderedReport', 'to_html',
-           'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic', 'render_diagnostic',
-           'frame_html']
+           'subset_heterogeneity', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path',
+           'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
+           'load_diagnostic', 'render_diagnostic', 'frame_html']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -108,6 +108,12 @@ def header_html(result: AuditResult) -> str:
             ("scores", f"{m.get('scores', {}).get('computed', '?')} computed, "
                        f"{m.get('scores', {}).get('cached', '?')} from the cache"),
             ("run time", f"{m.get('wall_seconds', '?')} s (audit only)")]
+    batching = [f"{k}: {v['batching'].get('token_budget')} tokens per batch"
+                + (f", at most {v['batching']['batch_size']} rows" if v["batching"].get("batch_size") else "")
+                + f" ({v['batching'].get('budget_source')}; {v['batching'].get('device')})"
+                for k, v in m.get("models", {}).items() if isinstance(v.get("batching"), dict)]
+    if batching:
+        rows.insert(-1, ("batching", "; ".join(batching)))
     rows += _conversation_rows(m)
     body = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{esc(k)}</th><td style='text-align:left'>"
                    f"{esc(v)}</td></tr>" for k, v in rows)
@@ -303,15 +309,18 @@ def manifest_html(manifest: dict) -> str:
 
 # %% ../nbs/09_report.ipynb #5c0683cb
 KERNEL_NAME = "reward-auditor-python"
+_JUPYTER_DIR: Path | None = None  # this process's private Jupyter folder (kernel spec only)
 
 
 def kernel_name() -> str:
     "Name of a private Jupyter kernel spec that runs this interpreter (written on first use)."
-    import hashlib
-    tag = hashlib.sha256(sys.executable.encode()).hexdigest()[:10]
-    root = Path(tempfile.gettempdir()) / f"reward-auditor-jupyter-{tag}"
+    global _JUPYTER_DIR
+    if _JUPYTER_DIR is None or not _JUPYTER_DIR.is_dir():
+        from reward_auditor.safety import private_dir
+        _JUPYTER_DIR = private_dir("reward-auditor-jupyter-")
+    root = _JUPYTER_DIR
     kdir = root / "kernels" / KERNEL_NAME
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+    spec = {"argv": [sys.executable, "-P", "-m", "ipykernel_launcher", "-f", "{connection_file}",
                      "--IPKernelApp.log_level=ERROR"],
             "display_name": "reward-auditor (this Python)", "language": "python"}
     kdir.mkdir(parents=True, exist_ok=True)
@@ -324,6 +333,76 @@ def kernel_name() -> str:
     return KERNEL_NAME
 
 # %% ../nbs/09_report.ipynb #c9617308
+_SESSION = None  # the ReportSession whose kernel renders share, while one is open
+
+
+def _import_renderers() -> None:
+    "Import papermill and nbconvert, skipping jsonschema's optional IRI grammar (unused for notebooks, slow to build)."
+    if "papermill" in sys.modules and "nbconvert" in sys.modules:
+        return
+    block = "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules
+    if block:
+        sys.modules["rfc3987_syntax"] = None   # jsonschema then leaves the 'iri' formats unchecked
+    try:
+        import nbconvert  # noqa: F401
+        import papermill  # noqa: F401
+    finally:
+        if block and "rfc3987_syntax" in sys.modules and sys.modules["rfc3987_syntax"] is None:
+            del sys.modules["rfc3987_syntax"]
+
+
+class ReportSession:
+    "One report kernel for several renders: started on first use in a private empty folder, shut down on close."
+
+    def __init__(self):
+        self.km, self.work, self.renders = None, None, 0
+
+    def kernel(self):
+        "The shared kernel manager: started on the first render, its namespace reset before every later one."
+        if self.km is None or not self.km.is_alive():
+            from jupyter_client import KernelManager
+            from reward_auditor.safety import private_dir
+            self.work = private_dir("reward-auditor-kernel-")   # private and empty, as for a single render
+            self.km = KernelManager(kernel_name=kernel_name())
+            self.km.start_kernel(cwd=str(self.work))
+        elif self.renders:
+            kc = self.km.client()
+            kc.start_channels()
+            try:
+                kc.wait_for_ready(timeout=60)
+                kc.execute_interactive("get_ipython().run_line_magic('reset', '-f')\n"
+                                       "import matplotlib.pyplot as _plt; _plt.close('all'); del _plt",
+                                       timeout=60, store_history=False)
+            finally:
+                kc.stop_channels()
+        self.renders += 1
+        return self.km
+
+    def close(self) -> None:
+        if self.km is not None:
+            self.km.shutdown_kernel(now=False)
+            self.km = None
+        if self.work is not None:
+            import shutil
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.work = None
+
+    def __enter__(self):
+        global _SESSION
+        self._outer, _SESSION = _SESSION, self
+        return self
+
+    def __exit__(self, *exc):
+        global _SESSION
+        _SESSION = self._outer
+        self.close()
+
+
+def report_session() -> ReportSession:
+    "Context manager: renders inside it share one kernel (`with report_session(): render(a); render(b)`)."
+    return ReportSession()
+
+# %% ../nbs/09_report.ipynb #0fa64d60
 def template_path(name: str) -> Path:
     "Path of a shipped template notebook."
     import reward_auditor
@@ -345,6 +424,7 @@ class RenderedReport:
 
 def to_html(notebook: str | Path, html_path: str | Path) -> Path:
     "Export an executed notebook to HTML without code cells, images embedded, no external scripts."
+    _import_renderers()
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
@@ -358,7 +438,8 @@ def to_html(notebook: str | Path, html_path: str | Path) -> Path:
                        template_file="reward_auditor_report.html.j2")
     nb = nbformat.read(str(notebook), as_version=4)
     body, _ = exp.from_notebook_node(nb)
-    Path(html_path).write_text(body, encoding="utf-8")
+    from reward_auditor.safety import atomic_write
+    atomic_write(html_path, body)
     return Path(html_path)
 
 
@@ -373,6 +454,11 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
                               f"--out {r}` first")
     if by not in ("model", "subset"):
         raise ReportError(f"unknown report grouping {by!r}: use 'model' or 'subset'")
+    for r in runs:
+        try:  # every file must belong to the run its manifest describes (a kill mid-save leaves none)
+            AuditResult.load(r)
+        except ValueError as e:
+            raise ReportError(str(e)) from None
     if compare:
         template, params = "compare_report", {"runs": [str(r.resolve()) for r in runs]}
         name = name or "compare"
@@ -387,6 +473,7 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
 def execute_template(template: str, params: dict, out: str | Path, name: str, source: Any = None,
                      timeout: int = 600, progress: bool = False) -> RenderedReport:
     "Run a shipped template with papermill in a kernel of this Python → `<out>/<name>.ipynb` and `.html`."
+    _import_renderers()
     import papermill as pm
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -395,10 +482,15 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
     pkg_parent = str(Path(reward_auditor.__file__).resolve().parent.parent)
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, old) if p)
+    from reward_auditor.safety import private_dir
+    work = private_dir("reward-auditor-kernel-")  # the kernel's cwd: empty, private, nothing to import from
+    for stale in (nb_path, html_path):  # a report from an earlier run must not outlive a failed render
+        stale.unlink(missing_ok=True)
     try:
         pm.execute_notebook(str(template_path(template)), str(nb_path), parameters=params,
-                            kernel_name=kernel_name(), progress_bar=progress, cwd=str(out),
-                            execution_timeout=timeout, log_output=False)
+                            kernel_name=kernel_name(), progress_bar=progress, cwd=str(work),
+                            execution_timeout=timeout, log_output=False,
+                            **({"km": _SESSION.kernel()} if _SESSION is not None else {}))
     except pm.PapermillExecutionError as e:
         raise ReportError(f"report template {template} failed on {source or out} in cell {e.exec_count}: "
                           f"{e.ename}: {e.evalue} (executed notebook kept at {nb_path})") from e
@@ -407,6 +499,8 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = old
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
     to_html(nb_path, html_path)
     return RenderedReport(nb_path, html_path)
 
@@ -445,10 +539,13 @@ def save_diagnostic(result: Any, out: str | Path) -> Path:
     import reward_auditor
     kind, out = diagnostic_kind(result), Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    from reward_auditor import safety
+    for stale in ("report.html", "report.ipynb"):  # a report of an earlier result must not sit beside this one
+        (out / stale).unlink(missing_ok=True)
     result.save(out)
-    result.to_frame().to_csv(out / "table.csv", index=False)
-    (out / DIAGNOSTIC_FILE).write_text(json.dumps({"kind": kind, "reward_auditor_version": reward_auditor.__version__},
-                                                  indent=1) + "\n")
+    safety.write_csv(result.to_frame(), out / "table.csv")  # text cells cannot start a spreadsheet formula
+    safety.atomic_write(out / DIAGNOSTIC_FILE, json.dumps({"kind": kind, "reward_auditor_version":
+                                                           reward_auditor.__version__}, indent=1) + "\n")
     return out
 
 
@@ -458,7 +555,14 @@ def _diagnostic_kind(path: Path) -> str:
     if not f.exists():
         raise ReportError(f"{path} holds no diagnostic result ({DIAGNOSTIC_FILE} is missing): run the diagnostic "
                           f"with --out {path} first")
-    return json.loads(f.read_text())["kind"]
+    try:
+        kind = json.loads(f.read_text(encoding="utf-8")).get("kind")
+    except (ValueError, AttributeError, UnicodeError, RecursionError):
+        kind = None
+    if kind not in DIAGNOSTICS:  # never a path built from the folder's own text
+        raise ReportError(f"{f}: unknown diagnostic kind {str(kind)[:60]!r}; expected one of {', '.join(DIAGNOSTICS)} "
+                          "(the folder was not written by this package)")
+    return kind
 
 
 def load_diagnostic(path: str | Path) -> Any:

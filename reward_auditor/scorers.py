@@ -25,12 +25,13 @@ from .cache import ScoreCache
 from .data import history_key, history_of
 
 # %% auto #0
-__all__ = ['PAIR_COLUMNS', 'CONTROLS', 'JUDGE_TEMPLATE', 'VERDICT_SPELLINGS', 'MODEL_KINDS', 'ScorerError', 'Scorer',
-           'PointwiseScorer', 'content_words', 'ControlScorer', 'OverlapScorer', 'LengthScorer', 'NoiseScorer',
-           'CallableScorer', 'PrecomputedScorer', 'file_digest', 'folder_fingerprint', 'pick_device', 'pick_dtype',
-           'check_load_in', 'quantization_kwargs', 'conversation_messages', 'render_messages', 'render_chat',
-           'encode_text', 'truncate_ids', 'length_batches', 'padding_waste', 'HFScorer', 'DiscriminativeScorer',
-           'DPOScorer', 'judge_margin', 'JudgeScorer', 'detect_family', 'load_scorer']
+__all__ = ['PAIR_COLUMNS', 'CONTROLS', 'CPU_TOKEN_BUDGET', 'GPU_MEMORY_SHARE', 'MAX_TOKEN_BUDGET', 'JUDGE_TEMPLATE',
+           'VERDICT_SPELLINGS', 'MODEL_KINDS', 'ScorerError', 'Scorer', 'PointwiseScorer', 'content_words',
+           'ControlScorer', 'OverlapScorer', 'LengthScorer', 'NoiseScorer', 'CallableScorer', 'PrecomputedScorer',
+           'file_digest', 'folder_fingerprint', 'pick_device', 'pick_dtype', 'check_load_in', 'quantization_kwargs',
+           'conversation_messages', 'render_messages', 'render_chat', 'encode_text', 'truncate_ids', 'length_batches',
+           'padding_waste', 'activation_bytes_per_token', 'auto_token_budget', 'BatchPlanner', 'HFScorer',
+           'DiscriminativeScorer', 'DPOScorer', 'judge_margin', 'JudgeScorer', 'detect_family', 'load_scorer']
 
 # %% ../nbs/06_scorers.ipynb #0fb96269
 class ScorerError(ValueError):
@@ -324,9 +325,12 @@ def _scalar(v, path, row, col):
                               "(one row per chosen/rejected pair) before auditing")
         v = v[0]
     try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise ScorerError(f"{path} row {row}: {col} = {v!r} is not a number") from None
+        x = float(v)
+    except (TypeError, ValueError, OverflowError):
+        raise ScorerError(f"{path} row {row}: {col} = {str(v)[:40]!r} is not a number") from None
+    if not math.isfinite(x):  # NaN or ±inf would silently move (or drop) effect sizes
+        raise ScorerError(f"{path} row {row}: {col} = {x} is not a finite number; every reward must be finite")
+    return x
 
 
 class PrecomputedScorer(Scorer):
@@ -552,12 +556,12 @@ def _drop_oldest_turn(history: Sequence) -> tuple[tuple, int]:
     return head + rest[k:], k
 
 # %% ../nbs/06_scorers.ipynb #bb5e61ed
-def length_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: int | None = None) -> list[list[int]]:
-    "Indices grouped into batches of similar length, longest first."
+def length_batches(lengths: Sequence[int], batch_size: int | None, max_batch_tokens: int | None = None) -> list[list[int]]:
+    "Indices grouped into batches of similar length, longest first (batch_size None: no cap on rows)."
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     out, cur = [], []
     for i in order:
-        if cur and (len(cur) >= batch_size or
+        if cur and ((batch_size is not None and len(cur) >= batch_size) or
                     (max_batch_tokens is not None and (len(cur) + 1) * lengths[cur[0]] > max_batch_tokens)):
             out.append(cur)
             cur = []
@@ -576,6 +580,115 @@ def padding_waste(lengths: Sequence[int], batches: list[list[int]]) -> float:
 def _is_oom(e: BaseException) -> bool:
     import torch
     return isinstance(e, torch.cuda.OutOfMemoryError) or (isinstance(e, RuntimeError) and "out of memory" in str(e))
+
+# %% ../nbs/06_scorers.ipynb #6b9d4129
+CPU_TOKEN_BUDGET = 2048       # padded tokens per batch on a CPU: larger batches add memory traffic, not speed
+GPU_MEMORY_SHARE = 0.6        # share of the free device memory (after loading) that activations may use
+MAX_TOKEN_BUDGET = 1 << 20
+
+
+def activation_bytes_per_token(config, dtype_bytes: int = 2, logits: bool = False, attention_length: int = 0) -> int:
+    "A generous estimate of the peak activation bytes per token of one inference forward pass."
+    c = config.get_text_config() if hasattr(config, "get_text_config") else config
+    h = int(getattr(c, "hidden_size", 0) or getattr(c, "d_model", 0) or 1024)
+    inter = int(getattr(c, "intermediate_size", 0) or 4 * h)
+    heads = int(getattr(c, "num_attention_heads", 0) or 16)
+    per = dtype_bytes * (8 * h + 3 * inter)                 # residual stream, norms, q/k/v/o, gated MLP
+    if logits:
+        per += 3 * 4 * int(getattr(c, "vocab_size", 0) or 32000)   # float32 logits, log-softmax, gather
+    if attention_length:
+        per += 2 * dtype_bytes * heads * attention_length  # eager attention scores and probabilities
+    return per
+
+
+def auto_token_budget(model, device: str, max_length: int, logits: bool = False, dtype=None) -> tuple[int, str]:
+    "Token budget per batch from the device's free memory and the model's size: (budget, how it was chosen)."
+    import torch
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return CPU_TOKEN_BUDGET, f"fixed CPU budget ({dev.type})"
+    free, _total = torch.cuda.mem_get_info(dev)
+    dtype = dtype or next(model.parameters()).dtype
+    eager = getattr(model.config, "_attn_implementation", "sdpa") == "eager"
+    per = activation_bytes_per_token(model.config, torch.finfo(dtype).bits // 8, logits, max_length if eager else 0)
+    raw = int(GPU_MEMORY_SHARE * free / per)
+    budget = 1 << max(0, raw.bit_length() - 1) if raw > 0 else 0      # a power of two: stable across runs
+    budget = min(MAX_TOKEN_BUDGET, max(budget, 1024))     # a longer sequence still gets a batch of its own
+    return budget, (f"{GPU_MEMORY_SHARE:.0%} of {free / 2**30:.1f} GiB free on {dev} / {per / 2**10:.0f} KiB per "
+                    f"token, rounded down to a power of two")
+
+
+class BatchPlanner:
+    "Mixin of model scorers: the token budget, the batch plan and tokenizing ahead in a background thread."
+    tokenize_ahead = True      # encode announced texts in a background thread (set False to encode in series)
+    _logits_per_token = False  # causal models materialise float32 logits per token
+
+    def token_budget(self) -> int | None:
+        "Padded tokens per batch: `max_batch_tokens` when given, else resolved once from the device and model."
+        if getattr(self, "_budget", None) is None:
+            if self.max_batch_tokens is None and not hasattr(self, "device"):   # a remote server: no local budget
+                return None
+            if self.max_batch_tokens is not None:
+                self._budget, self._budget_source = int(self.max_batch_tokens), "given (max_batch_tokens)"
+            else:
+                self._budget, self._budget_source = auto_token_budget(self.model, self.device, self.max_length,
+                                                                      self._logits_per_token, self.dtype)
+        return self._budget
+
+    def plan_batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        "The batch plan for sequences of these token lengths: longest first, ≤ batch_size rows, ≤ the token budget."
+        return length_batches(lengths, self.batch_size, BatchPlanner.token_budget(self))
+
+    def batching(self) -> dict:
+        "How this scorer batches, as recorded in the manifest: row cap, token budget and where it came from."
+        budget = BatchPlanner.token_budget(self)
+        return {"batch_size": self.batch_size, "max_batch_tokens": self.max_batch_tokens, "token_budget": budget,
+                "budget_source": getattr(self, "_budget_source", "none (remote)"),
+                "device": str(getattr(self, "device", "remote"))}
+
+    def _encode_chunk(self, items: list[tuple[str, str]]) -> dict:
+        return {it: self._encode_fitting(it) for it in items}
+
+    def prefetch(self, frame, cache=None, chunk: int = 256) -> int:
+        "Start encoding the texts of a pairs frame in a background thread; returns how many were queued."
+        if not self.tokenize_ahead:
+            return 0
+        import concurrent.futures as cf
+        frame = getattr(frame, "frame", frame)
+        items = self.pair_items(frame)  # with their histories: the very keys _encodings will look up
+        pending = self.__dict__.setdefault("_pending", {})
+        items = [it for it in items if it not in pending]
+        cache = _open_cache(cache) if self.cacheable else None
+        if cache is not None and items:
+            items = [it for it, v in zip(items, cache.get_many(self.fingerprint, items)) if v is None]
+        if not items:
+            return 0
+        if getattr(self, "_encoder", None) is None:
+            self._encoder = cf.ThreadPoolExecutor(1, thread_name_prefix=f"tokenize-{self.name}")
+        for i in range(0, len(items), chunk):
+            part = items[i:i + chunk]
+            fut = self._encoder.submit(self._encode_chunk, part)
+            for it in part:
+                pending[it] = fut
+        return len(items)
+
+    def _encodings(self, items: list[tuple[str, str]]) -> list[tuple[list[int], int]]:
+        "(ids, prompt tokens) per item: taken from the background encoder when announced, else encoded now."
+        pending = self.__dict__.get("_pending") or {}
+        if not pending:
+            return [self._encode_fitting(it) for it in items]
+        out, missing = [None] * len(items), []
+        for k, it in enumerate(items):
+            fut = pending.pop(it, None)
+            if fut is None:
+                missing.append(k)
+            else:
+                out[k] = fut.result()[it]
+        if missing:   # encoded by the same worker: the tokenizer is never used by two threads at once
+            done = self._encoder.submit(self._encode_chunk, [items[k] for k in missing]).result()
+            for k in missing:
+                out[k] = done[items[k]]
+        return out
 
 # %% ../nbs/06_scorers.ipynb #e8c4bb46
 def _load_tokenizer(spec: str, trust_remote_code: bool, revision: str | None):
@@ -597,11 +710,11 @@ def _model_folder(spec: str, revision: str | None) -> Path | None:
         return None
 
 
-class HFScorer(PointwiseScorer):
+class HFScorer(BatchPlanner, PointwiseScorer):
     "Shared plumbing of transformers-based scorers: loading, fingerprint, batching, OOM back-off, progress."
 
     def __init__(self, spec: str, *, name: str | None = None, device: str | None = None, dtype=None,
-                 batch_size: int = 16, max_batch_tokens: int | None = 65536, max_length: int = 4096,
+                 batch_size: int | None = None, max_batch_tokens: int | None = None, max_length: int = 4096,
                  truncation_side: str = "left", padding_side: str = "right", trust_remote_code: bool = False,
                  revision: str | None = None, full_hash_limit: int = 1 << 30, system: str | None = None,
                  load_in: str | None = None):
@@ -611,7 +724,8 @@ class HFScorer(PointwiseScorer):
         self.spec, self.revision, self.trust_remote_code = str(spec), revision, trust_remote_code
         self.device = pick_device(device)
         self.dtype = pick_dtype(dtype, self.device)
-        self.batch_size, self.max_batch_tokens = int(batch_size), max_batch_tokens
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self.max_batch_tokens = None if max_batch_tokens is None else int(max_batch_tokens)
         self.max_length, self.truncation_side, self.padding_side = int(max_length), truncation_side, padding_side
         self.full_hash_limit, self.system = full_hash_limit, system
         self.load_in = check_load_in(load_in, self.device)
@@ -651,9 +765,15 @@ class HFScorer(PointwiseScorer):
         return self._identity_of(self.spec, self.model)
 
     def settings(self) -> dict:
-        return {"max_length": self.max_length, "truncation_side": self.truncation_side,
-                "dtype": str(self.dtype).replace("torch.", ""), "system": self.system,
-                "chat_template": bool(getattr(self.tokenizer, "chat_template", None))}
+        out = {"max_length": self.max_length, "truncation_side": self.truncation_side,
+               "dtype": str(self.dtype).replace("torch.", ""), "system": self.system,
+               "chat_template": bool(getattr(self.tokenizer, "chat_template", None))}
+        if self.trust_remote_code:  # which code was allowed to run
+            folder = _model_folder(self.spec, self.revision)
+            files = {p.name: file_digest(p) for p in sorted(folder.glob("*.py"))} if folder else {}
+            if files:
+                out["remote_code"] = {"used": True, "files": files}
+        return out
 
     def describe(self) -> dict:
         return {**super().describe(), "tokenization": self.tokenization()}
@@ -726,10 +846,6 @@ class HFScorer(PointwiseScorer):
         pos = (mask.cumsum(1) - 1).clamp(min=0)
         return ids.to(self.device), mask.to(self.device), pos.to(self.device)
 
-    def plan_batches(self, lengths: Sequence[int]) -> list[list[int]]:
-        "The batch plan of the local path: which sequences (by index) go through the model together, in order."
-        return length_batches(lengths, self.batch_size, self.max_batch_tokens)
-
     def _run(self, seqs: list[list[int]], metas: list, progress: bool, desc: str | None = None,
              batches: list[list[int]] | None = None) -> Iterator[tuple[list[int], list[float]]]:
         "Score sequences in length-sorted batches; yields (indices, values) per batch; halves the batch on OOM."
@@ -742,7 +858,7 @@ class HFScorer(PointwiseScorer):
         self.last_report["batches"] = len(batches)
         bar = tqdm(total=len(seqs), desc=desc or self.name, disable=not progress or len(seqs) < 2, leave=False)
         queue = list(reversed(batches))
-        limit = self.batch_size
+        limit = max(map(len, batches), default=1)
         try:
             while queue:
                 b = queue.pop()
@@ -773,8 +889,7 @@ class HFScorer(PointwiseScorer):
     def _encode_items(self, items) -> tuple[list[list[int]], list, int]:
         "Token ids (cut to max_length, oldest turns left out first), per-item metadata and the number of truncated items."
         seqs, metas, truncated, turns_dropped, items_cut = [], [], 0, 0, 0
-        for item in items:
-            ids, n_prompt, dropped = self._encode_fitting(item)
+        for ids, n_prompt, dropped in self._encodings(items):
             turns_dropped, items_cut = turns_dropped + dropped, items_cut + bool(dropped)
             bos_first = bool(ids) and ids[0] == self.tokenizer.bos_token_id
             cut, removed = truncate_ids(ids, self.max_length, self.truncation_side, keep_first=bos_first)
@@ -874,6 +989,7 @@ def _token_logprobs(model, ids, mask, pos, takes_pos: bool):
 class DPOScorer(HFScorer):
     "DPO implicit reward β·(log π(y|x) − log π_ref(y|x)); reference-free when reference is None."
     kind = "dpo"
+    _logits_per_token = True
 
     def __init__(self, spec: str, reference: str | None = None, beta: float = 0.1, reduction: str = "sum", **kw):
         super().__init__(spec, **kw)
@@ -945,6 +1061,7 @@ VERDICT_SPELLINGS = ("{}", " {}", "[[{}]]", " [[{}]]")
 class JudgeScorer(HFScorer):
     "A generative pairwise judge read from verdict-token log-probabilities in both answer orders."
     kind = "judge"
+    _logits_per_token = True
 
     def __init__(self, spec: str, template: str = JUDGE_TEMPLATE, labels: tuple[str, str] = ("A", "B"),
                  tie_label: str | None = "C", spellings: Sequence[str] = VERDICT_SPELLINGS,

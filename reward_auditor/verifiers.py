@@ -27,6 +27,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+
+from .plots import plain_text
+from .safety import atomic_write, md_escape, plain_line, reading
 import sympy
 
 # %% auto #0
@@ -93,6 +96,26 @@ def _tex_to_python(s: str) -> str:
     return "".join(out)
 
 
+_PY_TOKEN = re.compile(r"[ \t]+|[0-9]+(?:\.[0-9]*)?|\.[0-9]+|[A-Za-z]+|\*\*|[-+*/()]")
+_SAFE_NAMES = frozenset({"E", "pi", "oo", "sqrt"})
+
+
+def _check_python(py: str, tex: str) -> None:
+    "Refuse anything but numbers, variable letters, E/pi/oo/sqrt and + - * / ** ( ) (no calls, strings, dots, _)."
+    import builtins
+    import keyword
+    pos = 0
+    while pos < len(py):
+        m = _PY_TOKEN.match(py, pos)
+        if m is None:
+            raise ValueError(f"unsupported character {py[pos]!r} in {tex!r}")
+        tok = m.group()
+        if tok.isalpha() and len(tok) > 1 and tok not in _SAFE_NAMES and (
+                hasattr(sympy, tok) or hasattr(builtins, tok) or keyword.iskeyword(tok)):
+            raise ValueError(f"unsupported name {tok!r} in {tex!r}")
+        pos = m.end()
+
+
 def read_expr(tex: str) -> sympy.Expr:
     "Read one LaTeX number or expression exactly (decimals become rationals)."
     from sympy.parsing.sympy_parser import (parse_expr, standard_transformations, rationalize,
@@ -102,6 +125,7 @@ def read_expr(tex: str) -> sympy.Expr:
     s = _SPACING.sub(" ", s)
     s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
     py = _tex_to_python(s)
+    _check_python(py, tex)  # parse_expr evaluates its input: only numbers, letters and arithmetic may reach it
     transformations = standard_transformations + (implicit_multiplication_application, rationalize)
     return parse_expr(py, local_dict={"E": sympy.E, "pi": sympy.pi, "oo": sympy.oo, "sqrt": sympy.sqrt},
                       transformations=transformations)
@@ -242,22 +266,33 @@ def load_golds(golds=None) -> pd.DataFrame:
         return _gold_frame(golds.to_dict("records"), "<frame>")
     if isinstance(golds, (str, Path)) and Path(golds).exists():
         p = Path(golds)
-        if p.suffix == ".jsonl":
-            rows = []
-            for n, line in enumerate(p.read_text().splitlines(), 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError as e:
-                        raise VerifierAuditError(f"{p}: line {n} is not JSON ({e})") from None
-        elif p.suffix == ".csv":
-            rows = pd.read_csv(p, dtype=str, keep_default_na=False).to_dict("records")
-        else:
-            rows = [{"gold": l} for l in p.read_text().splitlines() if l.strip()]
+        with reading(p, "gold file"):  # binary, UTF-16, malformed CSV: one line naming the file
+            rows = _gold_rows(p)
         return _gold_frame(rows, str(p))
     if isinstance(golds, (str, Path)):
         raise VerifierAuditError(f"gold file {golds} does not exist; pass a .jsonl/.csv/.txt path or a list")
     return _gold_frame([g if isinstance(g, Mapping) else {"gold": g} for g in golds], "<list>")
+
+
+def _gold_rows(p: Path) -> list:
+    "The rows of a gold file (.jsonl records, .csv with a `gold` column, or one LaTeX answer per line)."
+    if p.suffix == ".jsonl":
+        rows = []
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as e:
+                    raise VerifierAuditError(f"{p}: line {n} is not JSON ({e})") from None
+                if not isinstance(rows[-1], Mapping):
+                    raise VerifierAuditError(f"{p}: line {n} is not a JSON object with a 'gold' field")
+    elif p.suffix == ".csv":
+        rows = pd.read_csv(p, dtype=str, keep_default_na=False).to_dict("records")
+    else:
+        rows = [{"gold": l} for l in p.read_text(encoding="utf-8").splitlines() if l.strip()]
+    if not rows:
+        raise VerifierAuditError(f"{p}: the gold file is empty; give one gold answer per line")
+    return rows
 
 # %% ../nbs/12_verifiers.ipynb #b4762f2d
 def _same_expr(a, b) -> tuple[bool, str]:
@@ -1338,14 +1373,13 @@ class VerifierAuditResult:
     def save(self, out) -> Path:
         "Write variants, verdicts, rate table, per-rule table, disagreement and summary to a folder."
         out = Path(out); out.mkdir(parents=True, exist_ok=True)
-        self.variants.to_csv(out / "variants.csv", index=False)
-        self.verdicts.to_csv(out / "verdicts.csv", index=False)
-        self.table.to_csv(out / "rates.csv", index=False)
-        self.per_rule.to_csv(out / "per_rule.csv", index=False)
-        self.disagreement.to_csv(out / "disagreement.csv")
-        (out / "params.json").write_text(json.dumps(self.params, indent=1, sort_keys=True, default=str) + "\n")
-        (out / "summary.txt").write_text(self.summary() + "\n")
-        (out / "report.md").write_text(self.to_markdown() + "\n")
+        for name, frame, index in (("variants.csv", self.variants, False), ("verdicts.csv", self.verdicts, False),
+                                    ("rates.csv", self.table, False), ("per_rule.csv", self.per_rule, False),
+                                    ("disagreement.csv", self.disagreement, True)):
+            atomic_write(out / name, lambda p, f=frame, i=index: f.to_csv(p, index=i))
+        atomic_write(out / "params.json", json.dumps(self.params, indent=1, sort_keys=True, default=str) + "\n")
+        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
+        atomic_write(out / "report.md", self.to_markdown() + "\n")
         return out
 
     @classmethod
@@ -1367,7 +1401,7 @@ class VerifierAuditResult:
 def _md_table(frame: pd.DataFrame) -> str:
     "A GitHub-flavoured Markdown table of a frame, index included (no optional dependency)."
     f = frame.reset_index()
-    cell = lambda x: str(x).replace("|", "\\|").replace("\n", " ")
+    cell = md_escape  # text from the data (answers, verifier names) is shown, never rendered
     lines = ["| " + " | ".join(cell(c) for c in f.columns) + " |", "|" + "---|" * len(f.columns)]
     lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in f.itertuples(index=False)]
     return "\n".join(lines)
@@ -1418,7 +1452,7 @@ def plot_verifier_audit(result: VerifierAuditResult, figsize: tuple[float, float
         y = np.arange(len(names)) + (j - 0.5) * 0.25
         ax.errorbar(sub.rate, y, xerr=[sub.rate - sub.rate_low, sub.rate_high - sub.rate], fmt="o", color=colour,
                     capsize=3, label=metric.replace("_", " "))
-    ax.set_yticks(np.arange(len(names)), names)
+    ax.set_yticks(np.arange(len(names)), [plain_text(n) for n in names])
     ax.set_xlim(0, 1); ax.invert_yaxis(); ax.set_xlabel("rate (Wilson 95% interval)"); ax.legend(loc="lower right")
     ax.set_title("Certified error rates")
     pr = result.per_rule[(result.per_rule.stratum != "contract") & (result.per_rule.n_verdict > 0)]
@@ -1431,8 +1465,8 @@ def plot_verifier_audit(result: VerifierAuditResult, figsize: tuple[float, float
         hm.set_xticks([]); hm.set_yticks([])
     else:
         im = hm.imshow(m.to_numpy(dtype=float), aspect="auto", cmap="Reds", vmin=0, vmax=1)
-        hm.set_xticks(range(len(names)), names, rotation=30, ha="right")
-        hm.set_yticks(range(len(m)), m.index, fontsize=7)
+        hm.set_xticks(range(len(names)), [plain_text(n) for n in names], rotation=30, ha="right")
+        hm.set_yticks(range(len(m)), [plain_text(v) for v in m.index], fontsize=7)
         fig.colorbar(im, ax=hm, fraction=0.04)
     fig.tight_layout()
     plt.close(fig)  # returned, not left open: Jupyter shows it once

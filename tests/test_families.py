@@ -285,12 +285,20 @@ def test_load_in_is_refused_on_cpu(folders):
 
 
 def test_unknown_remote_classifier_is_refused_without_the_flag(tmp_path):
+    "An unregistered classifier with its own code: refused without the flag; with it, the code's hash is recorded."
     folder = tiny_family(tmp_path / "x", "sequence-classifier")
     cfg = json.loads((folder / "config.json").read_text())
     cfg["auto_map"] = {"AutoModelForSequenceClassification": "modeling_x.MyRM"}
     (folder / "config.json").write_text(json.dumps(cfg))
+    (folder / "modeling_x.py").write_text(
+        "from transformers import LlamaForSequenceClassification\n\n\n"
+        "class MyRM(LlamaForSequenceClassification):\n    pass\n")
     with pytest.raises(ScorerError, match="trust-remote-code"):
         load_scorer(str(folder), device="cpu")
+    sc, out = _score(folder, trust_remote_code=True)
+    assert np.isfinite(out["margin"]).all()
+    digest = hashlib.sha256((folder / "modeling_x.py").read_bytes()).hexdigest()
+    assert sc.settings()["remote_code"] == {"used": True, "files": {"modeling_x.py": digest}}
 
 
 def test_cli_lists_exactly_the_tested_families():

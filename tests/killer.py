@@ -1,0 +1,79 @@
+"""Run `reward_auditor.cli` with its arguments and end the process (exit code 97) at a chosen write.
+
+RA_KILL_AT: a piece of the target file's name (the first write to a file whose name contains it is the kill
+point). RA_KILL_MODE: `before` (die before the file is written or moved into place) or `half` (write half of
+its bytes, then die: a writer killed mid-write). Writes are seen wherever they happen: DataFrame.to_parquet,
+Path.write_text/write_bytes, and os.replace (the last step of an atomic write)."""
+import os
+import pathlib
+import sys
+
+import pandas as pd
+
+AT = os.environ["RA_KILL_AT"]
+MODE = os.environ.get("RA_KILL_MODE", "before")
+
+
+def _hit(path) -> bool:
+    return path is not None and AT in os.path.basename(os.fspath(path))
+
+
+def _halve(path) -> None:
+    data = pathlib.Path(path).read_bytes()
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 2])
+
+
+def _die():
+    sys.stdout.flush()
+    os._exit(97)
+
+
+_to_parquet = pd.DataFrame.to_parquet
+_write_text = pathlib.Path.write_text
+_write_bytes = pathlib.Path.write_bytes
+_replace = os.replace
+
+
+def to_parquet(self, path=None, *a, **kw):
+    if _hit(path):
+        if MODE == "half":
+            _to_parquet(self, path, *a, **kw)
+            _halve(path)
+        _die()
+    return _to_parquet(self, path, *a, **kw)
+
+
+def write_text(self, data, *a, **kw):
+    if _hit(self):
+        if MODE == "half":
+            _write_text(self, data[: len(data) // 2], *a, **kw)
+        _die()
+    return _write_text(self, data, *a, **kw)
+
+
+def write_bytes(self, data):
+    if _hit(self):
+        if MODE == "half":
+            _write_bytes(self, data[: len(data) // 2])
+        _die()
+    return _write_bytes(self, data)
+
+
+def replace(src, dst, *a, **kw):
+    if _hit(dst):
+        if MODE == "half":
+            _halve(src)
+            _replace(src, dst, *a, **kw)
+        _die()
+    return _replace(src, dst, *a, **kw)
+
+
+pd.DataFrame.to_parquet = to_parquet
+pathlib.Path.write_text = write_text
+pathlib.Path.write_bytes = write_bytes
+os.replace = replace
+
+if __name__ == "__main__":
+    from reward_auditor.cli import main
+    sys.exit(main(sys.argv[1:]))
