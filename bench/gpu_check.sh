@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short GPU check (at most ~8 minutes): bf16 against fp32 agreement and texts/s for a ~1B-parameter random
+# A short GPU check (at most ~12 minutes): token-budget batches and tokenizing ahead (bench/gpu_throughput.py), then: bf16 against fp32 agreement and texts/s for a ~1B-parameter random
 # reward model built offline, and — when Ray is installed — the Ray engine with fractional GPUs (two actors
 # sharing one GPU) checked bitwise against the in-process fp32 scores.
 #
@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
 export PYTHONPATH="$PWD:$PWD/tests:${PYTHONPATH:-}" TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# throughput: token-budget batches vs the previous fixed 16 rows, tokenizing ahead vs in series (about 3 minutes)
+timeout 240 "$PY" bench/gpu_throughput.py --pairs 2000 || echo "throughput check failed (exit $?)"
+
 exec timeout 480 "$PY" - <<'PY'
 import os, sys, tempfile, time
 from pathlib import Path

@@ -1,6 +1,8 @@
 """Time the ten built-in perturbations (offline backends) on 1,000 distinct items; wall and CPU seconds.
 
 Usage: OMP_NUM_THREADS=1 python bench/perturb.py [--n 1000] [--source rmbench-all|rmbench|sample] [--names LC,SLC]
+       OMP_NUM_THREADS=1 python bench/perturb.py --slc-scaling      # SLC per item at 1k vs 10k, memo vs old LRU
+       OMP_NUM_THREADS=1 python bench/perturb.py --apertium-jobs     # apertium with 1, 2, 4 processes
 
 `rmbench-all` (default) reads the four RM-Bench files in ../shared/data/rm-bench with the package's loader
 (canonical ids `domain-id`): the 798 concise pairs first, then detailed-plain pairs of the same prompts, so
@@ -15,12 +17,15 @@ previous implementation (per-condition, single-process apertium, eager WordNet),
 """
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))      # this checkout's package, not an installed one
 RMBENCH = REPO.parent / "shared/data/rm-bench"
 TARGET_S = 60.0
 # the previous implementation on the same 1,000 rmbench-all items, 2 shared cores, cold process
@@ -53,6 +58,84 @@ def items(n: int, source: str) -> pd.DataFrame:
     return df
 
 
+class StubTranslator:
+    "Upper-cases segments: isolates planning and restyling from apertium (whose own memo is unbounded)."
+    def translate(self, segments):
+        return [t.upper() for t in segments]
+
+    def resources(self):
+        return {"backend": "stub"}
+
+
+def distinct_texts(n: int, source: str) -> list[str]:
+    "2n distinct answers: the answers of the same first 1,000 items, cycled, each repeat made distinct by a closing sentence."
+    df = items(min(n, 1000), source)
+    base = df["chosen"].tolist() + df["rejected"].tolist()
+    return [t if k < len(base) else f"{t} This is variant {k // len(base)}."
+            for k, t in ((k, base[k % len(base)]) for k in range(2 * n))]
+
+
+def slc_scaling(source: str, sizes=(1000, 10000)) -> None:
+    """SLC per item after LC on the same texts, as an audit runs them: the data-sized memos against the previous
+    fixed LRU memos of 8192 entries (rebuilt here around the same pure functions)."""
+    from functools import lru_cache
+    from reward_auditor import perturbations as P
+    tr = StubTranslator()
+    new_plan, new_units = P._plan, P.Translation.__dict__["_units"]
+    def old_memos():
+        plan, units = (lru_cache(maxsize=8192)(f) for f in (new_plan.__wrapped__, new_units.__func__.__wrapped__))
+        plan.fit = units.fit = lambda n: None           # the previous memos had a fixed size
+        P._plan, P.Translation._units = plan, staticmethod(units)
+    def new_memos():
+        P._plan, P.Translation._units = new_plan, new_units
+        new_plan.cache_clear(); new_units.__func__.cache_clear()
+    res = {}
+    for n in sizes:
+        texts = distinct_texts(n, source)
+        for label, setup in (("previous LRU 8192", old_memos), ("data-sized memo", new_memos)):
+            setup()
+            rngs = lambda: [np.random.default_rng(i) for i in range(len(texts))]
+            P.registry["LC"].apply_many(texts, rngs(), translator=tr)
+            t0 = time.process_time()
+            out = P.registry["SLC"].apply_many(texts, rngs(), translator=tr)
+            res[(n, label)] = (time.process_time() - t0) / n * 1e3, out
+        new_memos()
+        same = res[(n, "previous LRU 8192")][1] == res[(n, "data-sized memo")][1]
+        print(f"SLC after LC, {n} items ({len(texts)} texts): previous {res[(n, 'previous LRU 8192')][0]:.2f} ms/item, "
+              f"data-sized {res[(n, 'data-sized memo')][0]:.2f} ms/item (CPU), outputs {'identical' if same else 'DIFFER'}")
+    lo, hi = sizes
+    for label in ("previous LRU 8192", "data-sized memo"):
+        print(f"  ratio per-item cost {hi // 1000}k / {lo // 1000}k, {label}: {res[(hi, label)][0] / res[(lo, label)][0]:.2f}")
+    print(f"  ratio previous / data-sized at {hi // 1000}k: {res[(hi, 'previous LRU 8192')][0] / res[(hi, 'data-sized memo')][0]:.2f}x")
+
+
+def apertium_jobs(source: str, n: int = 1000) -> None:
+    """apertium on the LC+SLC sentence batch of n items with 1, 2 and 4 processes: the fixed 1,500-segment layout
+    (today's, which gives 4 processes at most ~6k segments) against `split=k` (k equal chunks for k processes)."""
+    from reward_auditor import perturbations as P
+    from reward_auditor.rewriters import ApertiumTranslator
+    df = items(n, source)
+    texts = df["chosen"].tolist() + df["rejected"].tolist()
+    segs = list(dict.fromkeys(u for t in texts if t.strip() for u in P.Translation._units(t, "es")))
+    print(f"apertium: {len(segs)} distinct segments from {n} items, {os.cpu_count()} CPUs, "
+          f"load avg {os.getloadavg()[0]:.1f} (wall times; processes beyond the free cores cannot help)")
+    base, outs = None, {}
+    for layout in ("fixed", "split"):
+        for jobs in (1, 2, 4):
+            tr = ApertiumTranslator("eng-spa", jobs=jobs, split=jobs if layout == "split" else None)
+            t0 = time.perf_counter()
+            out = tr.translate(segs)
+            w = time.perf_counter() - t0
+            base = w if (layout, jobs) == ("fixed", 1) else base
+            outs[(layout, jobs)] = out
+            print(f"  {layout:5s} layout ({'1500 per chunk' if layout == 'fixed' else f'{jobs} chunks'}), {jobs} "
+                  f"process(es): {w:6.1f} s wall, ratio to fixed/1 process x{base / w:.2f}")
+    same_fixed = outs[("fixed", 1)] == outs[("fixed", 2)] == outs[("fixed", 4)]
+    diff = sum(a != b for a, b in zip(outs[("fixed", 1)], outs[("split", 4)]))
+    print(f"  fixed layout identical across 1/2/4 processes: {same_fixed}; split=4 differs from fixed in {diff} of "
+          f"{len(segs)} segments (apertium carries state across lines, hence split is a recorded setting)")
+
+
 def cpu() -> float:
     "CPU seconds of this process and its waited-for children."
     t = os.times()
@@ -64,7 +147,13 @@ def main():
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--source", default="rmbench-all", choices=["sample", "rmbench", "rmbench-all"])
     ap.add_argument("--names", default="all", help="comma-separated perturbations (default: the ten)")
+    ap.add_argument("--slc-scaling", action="store_true", help="only SLC per item at 1k vs 10k items")
+    ap.add_argument("--apertium-jobs", action="store_true", help="only apertium with 1, 2 and 4 processes")
     args = ap.parse_args()
+    if args.slc_scaling:
+        return slc_scaling(args.source)
+    if args.apertium_jobs:
+        return apertium_jobs(args.source, args.n)
     w0, c0 = time.perf_counter(), cpu()
     from reward_auditor import perturbations as P
     df = items(args.n, args.source)

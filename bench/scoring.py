@@ -9,7 +9,13 @@ Measures
 2. forward passes (texts scored) for the original data plus ten perturbed conditions, with the score cache
    (originals scored once, unchanged texts reused) against re-scoring the originals for every perturbation as a
    per-perturbation script does.
+3. tokens/s of `score_pairs` with the token-budget plan against the previous fixed batch of 16 (`--budget`), for
+   the tiny model and a 4-layer, hidden-256 one, on CPU, with the scores' largest difference;
+4. an audit-shaped run (original + conditions scored one after another) with the next condition tokenized in the
+   background against tokenizing in series (`--overlap`), with the scores compared bitwise.
 Prints the ratios. Nothing here asserts timings.
+
+    OMP_NUM_THREADS=1 python bench/scoring.py --budget --overlap     # only sections 3 and 4
 """
 from __future__ import annotations
 
@@ -73,14 +79,13 @@ def throughput(model_dir, n_pairs: int, n_naive: int, batch_size: int, label: st
     bucketed, t_b = timed(rm.score_pairs, frame, progress=False)
     waste_b = rm.last_report["padding_waste"]
     tokens = rm.last_report["tokens"] / rm.last_report["computed"]
-    in_order = lambda lengths, bs, mt=None: [list(range(i, min(i + bs, len(lengths)))) for i in range(0, len(lengths), bs)]
-    saved = S.length_batches
-    S.length_batches = in_order
+    in_order = lambda lengths: [list(range(i, min(i + batch_size, len(lengths)))) for i in range(0, len(lengths), batch_size)]
+    rm.plan_batches = in_order
     try:
         unsorted, t_u = timed(rm.score_pairs, frame, progress=False)
         waste_u = rm.last_report["padding_waste"]
     finally:
-        S.length_batches = saved
+        del rm.plan_batches
     naive, t_n = timed(naive_loop, rm, frame.iloc[:n_naive])
     err = float(np.max(np.abs(naive - bucketed["margin"].to_numpy()[:n_naive])))
     r = {"label": label, "device": rm.device, "dtype": str(rm.dtype).replace("torch.", ""), "pairs": n_pairs,
@@ -153,6 +158,67 @@ def dedup(model_dir, n_pairs: int, batch_size: int) -> dict:
     return {"naive_forwards": per_pert, "cached_forwards": computed, "source": source}
 
 
+def rm_4layer(path: Path) -> Path:
+    "A 4-layer, hidden-256 llama reward model with the tiny tokenizer (random weights, built offline)."
+    from transformers import LlamaForSequenceClassification
+    from tiny_models import _config, _init, tiny_tokenizer
+    tok = tiny_tokenizer(path)
+    cfg = _config("llama", len(tok), tok, num_labels=1)
+    cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.head_dim = 256, 688, 4, 64
+    cfg.num_attention_heads, cfg.num_key_value_heads, cfg.max_position_embeddings = 4, 2, 4096
+    _init(LlamaForSequenceClassification(cfg), 0).save_pretrained(str(path))
+    return path
+
+
+def budget_vs_fixed(model_dir, label: str, n_pairs: int, mu: float = 3.0, repeat: int = 2) -> None:
+    "tokens/s with the token-budget plan (this device's default) against the previous fixed 16 rows / 65,536 tokens."
+    import reward_auditor.scorers as S
+    frame = synthetic_pairs(n_pairs, seed=2, mu=mu)
+    runs = {"fixed 16 (previous default)": dict(batch_size=16, max_batch_tokens=65536), "token budget (now)": {}}
+    res = {}
+    for name, kw in runs.items():
+        rm = S.load_scorer(str(model_dir), **kw)
+        rm.score_pairs(frame.iloc[:16], progress=False)
+        best, out = float("inf"), None
+        for _ in range(repeat):
+            out, t = timed(rm.score_pairs, frame, progress=False)
+            best = min(best, t)
+        tokens = rm.last_report["tokens"]
+        res[name] = (tokens / best, out["margin"].to_numpy(), rm.last_report["batches"], rm.batching()["token_budget"])
+    (f_tps, f_m, f_b, _), (b_tps, b_m, b_b, budget) = res.values()
+    print(f"\n[{label}] {n_pairs} pairs, {rm.last_report['tokens'] / (2 * n_pairs):.0f} tokens/text, CPU")
+    print(f"  fixed 16 rows      : {f_tps:9.0f} tokens/s in {f_b} batches")
+    print(f"  token budget {budget:>6d}: {b_tps:9.0f} tokens/s in {b_b} batches")
+    print(f"  ratio budget / fixed 16 = {b_tps / f_tps:.2f}x;  max |margin difference| {np.max(np.abs(f_m - b_m)):.1e}")
+
+
+def overlap_on_off(model_dir, n_pairs: int, n_conditions: int = 6) -> None:
+    "An audit-shaped scoring run with the next condition tokenized ahead against tokenizing in series."
+    from reward_auditor.audit import score_conditions
+    from reward_auditor.scorers import load_scorer
+    frame = synthetic_pairs(n_pairs, seed=3)
+    conds = {}
+    for k in range(n_conditions):
+        f = frame.copy()
+        f["chosen"] = f["chosen"] + f" variant {k}"
+        f["rejected"] = f["rejected"] + f" other {k}"
+        conds[f"C{k}"] = type("Cond", (), {"frame": f.assign(changed=True)})()
+    res = {}
+    for ahead in (False, True):
+        rm = load_scorer(str(model_dir))
+        rm.tokenize_ahead = ahead
+        rm.score_pairs(frame.iloc[:8], progress=False)
+        w, c = time.perf_counter(), time.process_time()
+        items, _ = score_conditions(rm, frame, conds)
+        res[ahead] = (time.perf_counter() - w, time.process_time() - c, items["margin_after"].to_numpy())
+    (w0, c0, m0), (w1, c1, m1) = res[False], res[True]
+    print(f"\n[tokenize ahead] {n_pairs} pairs x (original + {n_conditions} conditions), {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"  in series : {w0:6.2f} s wall ({c0:.2f} s CPU)")
+    print(f"  ahead     : {w1:6.2f} s wall ({c1:.2f} s CPU)")
+    print(f"  ratio series / ahead = {w0 / w1:.2f}x wall;  scores bitwise equal: {m0.tobytes() == m1.tobytes()}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, default=512)
@@ -161,12 +227,24 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--real", default=None, help="a real reward model (folder or hub id) to measure as well")
     ap.add_argument("--real-pairs", type=int, default=1024)
+    ap.add_argument("--budget", action="store_true", help="only the token-budget section (and --overlap if given)")
+    ap.add_argument("--overlap", action="store_true", help="only the tokenize-ahead section (and --budget if given)")
+    ap.add_argument("--budget-pairs", type=int, default=256)
     args = ap.parse_args(argv)
     import torch
     torch.manual_seed(0)
     if not torch.cuda.is_available():
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     from tiny_models import tiny_rm
+    if args.budget or args.overlap:
+        with tempfile.TemporaryDirectory() as d:
+            tiny, big = tiny_rm(Path(d) / "tiny-rm"), rm_4layer(Path(d) / "rm-4x256")
+            if args.budget:
+                budget_vs_fixed(tiny, "tiny llama RM, hidden 32", args.budget_pairs)
+                budget_vs_fixed(big, "llama RM, 4 layers, hidden 256", args.budget_pairs)
+            if args.overlap:
+                overlap_on_off(big, args.budget_pairs // 2)
+        return
     with tempfile.TemporaryDirectory() as d:
         rm_dir = tiny_rm(Path(d) / "tiny-rm")
         throughput(rm_dir, args.pairs, args.naive_pairs, args.batch_size, "tiny llama RM, hidden 32, short texts",

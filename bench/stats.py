@@ -3,6 +3,7 @@
     python bench/stats.py            # one scipy call per size (the 10-call family cost is 10 x that call)
     python bench/stats.py --full     # also run the 10 scipy calls of the family for real (~10 minutes)
     python bench/stats.py --quick    # smaller sizes, for a smoke run
+    python bench/stats.py --engine   # only the Monte Carlo kernel against the arithmetic floor and the previous kernel
 
 Prints wall and CPU times with their ratios (CPU time is the fairer ratio on a machine shared with other work),
 the p-values of both implementations against the Monte Carlo tolerance `4·sqrt(p(1-p)/B) + 1/(B+1)`, and the
@@ -45,6 +46,77 @@ def best_of(fn, repeat):
     return best, cpu, out
 
 
+def previous_mc_count_linear(V, alternative, B, seed, chunk=None):
+    "The Monte Carlo kernel before byte tables (float32 0/1 matrix product, default chunks), frozen as the baseline."
+    from reward_auditor.stats import sign_words, words_to_bits
+    n, K = V.shape
+    npad = 64 * ((n + 63) // 64)
+    Vp = np.zeros((npad, K), np.float64)
+    Vp[:n] = V
+    V32 = Vp.astype(np.float32)
+    colsum, absum = Vp.sum(axis=0), np.abs(Vp).sum(axis=0)
+    sgn = -1.0 if alternative == "less" else 1.0
+    obs = np.abs(colsum) if alternative == "two-sided" else sgn * colsum
+    thr = obs - 1e-12 * np.maximum(1.0, absum)
+    bound = 2.0 * 1.5 * (min(512, npad) + 2) * 2.0 ** -24 * absum + 1e-300
+    counts = np.zeros(K, np.int64)
+    buf = None
+    for words in sign_words(seed, B, n, chunk):
+        bits = words_to_bits(words)
+        if buf is None or buf.shape[0] < bits.shape[0]:
+            buf = np.empty(bits.shape, np.float32)
+        bf = buf[: bits.shape[0]]
+        np.copyto(bf, bits, casting="unsafe")
+        U = np.zeros((bf.shape[0], K))
+        for s in range(0, npad, 512):
+            U += bf[:, s:s + 512] @ V32[s:s + 512]
+        T = 2.0 * U - colsum
+        stat = np.abs(T) if alternative == "two-sided" else sgn * T
+        gap = stat - thr
+        counts += np.count_nonzero(gap >= bound, axis=0)
+        near = np.abs(gap) < bound
+        if near.any():
+            rows, cols = np.nonzero(near)
+            for k in np.unique(cols):
+                r = rows[cols == k]
+                T64 = (bits[r].astype(np.float64) * 2 - 1) @ Vp[:, k]
+                st = np.abs(T64) if alternative == "two-sided" else sgn * T64
+                counts[k] += int(np.count_nonzero(st >= thr[k]))
+    return counts
+
+
+def arithmetic_floor(N, B, K):
+    "Seconds for N·B·K multiply-adds at this CPU's measured float32 GEMM rate plus the PCG64 words of B sign vectors."
+    a = np.random.default_rng(0).random((1024, 1024), dtype=np.float32)
+    t_mm = best_of(lambda: a @ a, 5)[0]
+    gflops = 2 * 1024 ** 3 / t_mm / 1e9
+    W = (N + 63) // 64
+    bg = np.random.default_rng(0).bit_generator
+    chunk = 4096
+    t_bits = best_of(lambda: [bg.random_raw(min(chunk, B - i) * W) for i in range(0, B, chunk)], 5)[0]
+    return 2.0 * N * B * K / (gflops * 1e9) + t_bits, gflops, t_bits
+
+
+def engine_vs_floor(N, B, repeat=3):
+    "The Monte Carlo kernel for one test and a family of 10, against the floor and the previous kernel."
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.006, 0.2, N)
+    print(f"\nsign-flip Monte Carlo kernel, N={N}, B={B:g} (best of {repeat}; ratios of wall times)")
+    goals = {1: 15, 10: 5}
+    for K in (1, 10):
+        V = np.column_stack([d + rng.normal(0, 0.05, N) * k for k in range(K)])
+        floor, gflops, t_bits = arithmetic_floor(N, B, K)
+        t_new, c_new, cn = best_of(lambda: stats._mc_count_linear(V, "greater", B, 0), repeat)
+        t_old, c_old, co = best_of(lambda: previous_mc_count_linear(V, "greater", B, 0), repeat)
+        same = bool(np.array_equal(cn, co))
+        label = "one test" if K == 1 else f"family of {K}"
+        print(f"  {label:13s} floor {floor * 1e3:7.1f} ms ({N}·{B:g}·{K} multiply-adds at {gflops:.0f} GFLOP/s "
+              f"+ PCG64 bits {t_bits * 1e3:.1f} ms)")
+        print(f"  {'':13s} ours {t_new * 1e3:7.1f} ms = {t_new / floor:5.1f}x floor (goal <= {goals[K]}x);  "
+              f"previous {t_old * 1e3:7.1f} ms = {t_old / floor:5.1f}x floor;  speed-up x{t_old / t_new:.2f};  "
+              f"counts {'equal' if same else 'DIFFER'}")
+
+
 def scipy_paired(x, y, B, seed):
     "scipy's paired permutation test of mean(x - y), vectorized, batch 10^4."
     return scipy.stats.permutation_test((x, y), lambda a, b, axis: np.mean(a - b, axis=axis),
@@ -81,8 +153,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="run the 10 scipy calls of the family for real")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
+    ap.add_argument("--engine", action="store_true", help="only the kernel against the floor and the previous kernel")
     a = ap.parse_args()
     N, B = (1000, 10_000) if a.quick else (5000, 100_000)
+    if a.engine:
+        engine_vs_floor(N, B)
+        return
     print(f"python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
           f"{os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
 
@@ -137,6 +213,7 @@ def main():
           f"{peak / 2**20:.1f} MiB; process max RSS after the audit {maxrss:.0f} MiB")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times grow with load)")
     print(f"family p-values: {np.round(fam.pvalue, 4).tolist()}")
+    engine_vs_floor(N, B)
 
 
 if __name__ == "__main__":

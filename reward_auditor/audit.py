@@ -130,8 +130,9 @@ def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
 def data_fingerprint(frame: pd.DataFrame) -> str:
     "sha256 over the canonical columns, row by row: same items in the same order → same hash."
     h = hashlib.sha256()
-    for row in frame[["id", "subset", "prompt", "chosen", "rejected"]].astype(str).itertuples(index=False):
-        h.update(json.dumps(list(row), ensure_ascii=False).encode())
+    hk = [ra_data.history_key(x) for x in ra_data.history_of(frame)]  # earlier turns count only where there are some
+    for row, k in zip(frame[["id", "subset", "prompt", "chosen", "rejected"]].astype(str).itertuples(index=False), hk):
+        h.update(json.dumps(list(row) + ([k] if k else []), ensure_ascii=False).encode())
     return h.hexdigest()
 
 
@@ -186,7 +187,7 @@ def _save_condition(store: Path, cond, key: str) -> None:
 
 def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed: int = 0,
                     on_unavailable: str = "skip", progress: bool = False, store: str | Path | None = None,
-                    workers: int | None = None, **options) -> tuple[dict, dict[str, str]]:
+                    workers: int | None = None, turns: str = "final", **options) -> tuple[dict, dict[str, str]]:
     "Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason})."
     from tqdm import tqdm
     pt = ra_perturbations
@@ -203,12 +204,14 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
     for name in tqdm(names, desc="perturb", disable=not progress, leave=False):
         # each perturbation gets the options it takes (a rewriter goes to the *-model variants only)
         options = {k: v for k, v in all_options.items() if k in pt.registry[name].defaults}
-        key = _condition_key(data, name, seed, options) if store is not None else None
+        key = _condition_key(data, name, seed, {**options, **({"turns": turns} if turns != "final" else {})}) \
+            if store is not None else None
         if store is not None and (c := _load_condition(Path(store), name, key)) is not None:
             conds[name] = c  # made by an earlier run with the same data, version, seed and options
             continue
         try:
-            conds.update((pool.perturb if pool is not None else pt.perturb)(data, [name], seed=seed, **options))
+            conds.update((pool.perturb if pool is not None else pt.perturb)(data, [name], seed=seed,
+                                                                     **({"turns": turns} if turns != "final" else {}), **options))
             if store is not None:
                 _save_condition(Path(store), conds[name], key)
         except pt.MissingResourceError as e:  # a missing backend (apertium, WordNet) must not sink the other nine
@@ -322,7 +325,10 @@ def _open_cache(cache: Any, out: str | Path | None):
 
 def _counts(scorer) -> dict[str, int]:
     c = getattr(scorer, "last_counts", None) or {}
-    return {"computed": int(c.get("computed", 0)), "cached": int(c.get("cached", 0))}
+    out = {"computed": int(c.get("computed", 0)), "cached": int(c.get("cached", 0))}
+    r = getattr(scorer, "last_report", None) or {}
+    out.update({k: int(r[k]) for k in ("history_messages_dropped", "history_items_cut") if r.get(k)})
+    return out
 
 
 SCORE_COLUMNS = ("margin", "reward_chosen", "reward_rejected")
@@ -332,7 +338,13 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
                      progress: bool = False) -> tuple[pd.DataFrame, dict]:
     "Margins (and rewards, when the scorer gives them) of one scorer on `orig` and every condition → (items, counts)."
     from tqdm import tqdm
-    cols = ["id", "subset", "prompt", "chosen", "rejected"]
+    cols = ["id", "subset", "prompt", "chosen", "rejected"] + (["history"] if "history" in original.columns else [])
+    # model scorers tokenize the next condition's changed texts in the background while this one is scored
+    prefetch = getattr(scorer, "prefetch", None) or (lambda frame, cache=None: 0)
+    todo = [c.frame.loc[c.frame["changed"].to_numpy(bool), cols] for c in conditions.values()]
+    todo = [f for f in todo if len(f)]
+    if todo:
+        prefetch(todo[0], cache=cache)
     base = scorer.score_pairs(original[cols], cache=cache, progress=progress)
     counts = {"orig": _counts(scorer)}
     base = base.assign(id=base["id"].astype(str)).set_index("id")
@@ -347,6 +359,9 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
         before = base.reindex(ids)[keep]
         after = before.copy()  # an unchanged item keeps its original scores: its difference is exactly 0
         if changed.any():
+            todo = todo[1:]
+            if todo:
+                prefetch(todo[0], cache=cache)
             res = scorer.score_pairs(f.loc[changed, cols], cache=cache, progress=progress)
             res = res.assign(id=res["id"].astype(str)).set_index("id")
             after.loc[changed, keep] = res.reindex(ids[changed])[keep].to_numpy(float)
@@ -637,7 +652,7 @@ def package_versions() -> dict[str, str]:
 
 def _texts(original: pd.DataFrame, conditions: Mapping[str, Any]) -> pd.DataFrame:
     "Texts of `orig` and every changed item of every condition (what the report shows before/after)."
-    cols = ["id", "subset", "prompt", "chosen", "rejected"]
+    cols = ["id", "subset", "prompt", "chosen", "rejected"] + (["history"] if "history" in original.columns else [])
     parts = [original[cols].assign(perturbation="orig", changed=False)]
     for name, cond in conditions.items():
         f = cond.frame
@@ -881,7 +896,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
           two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
           effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
-          errors: str = "raise", overwrite: bool = False) -> AuditResult:
+          errors: str = "raise", overwrite: bool = False,
+          perturb_turns: str = "final") -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
     t_start = time.perf_counter()
@@ -910,7 +926,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     built, skipped = make_conditions(original, [n for n in names if n not in conds], seed=settings.seed,
                                      on_unavailable=on_unavailable, progress=progress,
                                      store=None if out is None else Path(out) / "conditions",
-                                     workers=perturb_workers, **(perturb_options or {}))
+                                     workers=perturb_workers, turns=perturb_turns, **(perturb_options or {}))
     conds = {**built, **conds}
     conds = {n: conds[n] for n in [*names, *[c for c in conds if c not in names]] if n in conds}
     if not conds:
@@ -990,7 +1006,9 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "data": {"source": str(source), "n_items": int(len(original)),
                  "subsets": {str(k): int(v) for k, v in original["subset"].astype(str).value_counts(sort=False).items()},
                  "sha256": data_fingerprint(original), "format": original.attrs.get("format"),
-                 "dropped_invalid": dropped},
+                 "dropped_invalid": dropped,
+                 **({"turns": _turn_summary(original), "perturb_turns": perturb_turns}
+                    if "history" in original.columns else {})},
         "perturbations": {n: {"side": sides[n], "group": groups[n], **_jsonable(getattr(c, "record", {}) or {})}
                           for n, c in conds.items()},
         "skipped_perturbations": skipped,
@@ -998,7 +1016,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                              "description": ((type(sc).__doc__ or "").strip().splitlines() or [""])[0],
                              "spec": str(getattr(sc, "spec", sc.name)),
                              **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {}),
-                             **({"tokenization": _jsonable(sc.tokenization())} if hasattr(sc, "tokenization") else {})}
+                             **({"tokenization": _jsonable(sc.tokenization())} if hasattr(sc, "tokenization") else {}),
+                             **({"batching": _jsonable(sc.batching())} if hasattr(sc, "batching") else {})}
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "truncation": truncation,
@@ -1013,6 +1032,12 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if out is not None:
         result.save(out)
     return result
+
+
+def _turn_summary(frame: pd.DataFrame) -> dict:
+    "How many items are single- and multi-turn, and the largest number of user turns."
+    t = ra_data.turn_counts(frame)
+    return {"single_turn": int((t == 1).sum()), "multi_turn": int((t > 1).sum()), "max_user_turns": int(t.max())}
 
 
 def check_writable(path: str | Path, option: str = "--out") -> Path:

@@ -198,11 +198,11 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     limit=None,
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
-    cache=None, device=None, dtype=None, batch_size=None, max_length=None, reference=None, beta=None,
+    cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
-    group_weights=None, effect_ci="nct", overwrite=False, rewriter_model=None, rewriter_url=None,
-    rewriter_name=None)
-MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_length", "reference", "beta", "reduction", "load_in")
+    group_weights=None, effect_ci="nct", overwrite=False,
+    perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None)
+MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
 EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_batches", "endpoint",
                      "endpoint_concurrency", "endpoint_timeout", "api_key_env")
@@ -240,7 +240,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--limit", type=_positive_int("limit"), default=S, metavar="N",
                    help="audit a seeded random N pairs of the data, stratified by subset (to try a big dataset "
                         "quickly)")
-    g.add_argument("--format", default=S, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
+    g.add_argument("--format", default=S, help="force a data format (jsonl, json, csv, parquet, rmbench, hh, trl, "
+                                               "messages, sharegpt, ...)")
     g.add_argument("--drop-invalid", action="store_true", default=S,
                    help="skip rows that fail validation (empty or identical answers, duplicate ids) with a warning "
                         "naming how many, instead of stopping at the first")
@@ -251,8 +252,10 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="names of the --conditions columns: 'default' (what the variant holds: LE, LE+SP, ST, LC, "
                         "LE+SLC), 'paper' (the paper's labels ST, LE, SP, LC, SLC) or a JSON object column -> name")
     g.add_argument("--perturbations", default=S,
-                   help="'all', a comma-separated list (EF,PH,...) or 'none' (default: all; none with --conditions); "
-                        "the codes are explained below")
+                   help="'all', a comma-separated list (EF,PH,...) or 'none' (default: all; none with --conditions)")
+    g.add_argument("--perturb-turns", choices=["final", "all"], default=S,
+                   help="which user turns of a conversation prompt-side perturbations change: the final one "
+                        "(default) or every one")
     _rewriter_options(g, S)
     g = p.add_argument_group("scorers")
     g.add_argument("--model", action="append", default=S, metavar="[NAME=]PATH",
@@ -269,7 +272,10 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
     g.add_argument("--dtype", default=S, help="float32, bfloat16, float16 (default: by device)")
     g.add_argument("--batch-size", type=_positive_int("batch size"), default=S,
-                   help="pairs scored per forward pass (default: by model and device)")
+                   help="at most this many texts per forward pass (default: as many as the token budget allows)")
+    g.add_argument("--max-batch-tokens", type=_positive_int("max batch tokens"), default=S,
+                   help="padded tokens per forward pass (default: from the device's free memory and the model's "
+                        "size; the manifest records the budget used, pass it here to reproduce a run's batches)")
     g.add_argument("--max-length", type=_positive_int("max length"), default=S,
                    help="truncate inputs to this many tokens (default: the model's limit)")
     g.add_argument("--reference", default=S, help="reference model for --kind dpo (omit: reference-free)")
@@ -323,7 +329,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--overwrite", action="store_true", default=S,
                    help="replace a run of other data already in --out (otherwise such a folder is refused)")
     g.add_argument("--no-report", dest="report", action="store_false", default=S, help="skip the HTML report")
-    g.add_argument("--by", choices=["model", "subset"], default=S, help="report grouping (default model)")
+    g.add_argument("--by", choices=["model", "subset", "turns"], default=S,
+                   help="report grouping (default model); turns: split every subset into single- and multi-turn items")
     g = p.add_argument_group("execution (how scores are computed; never changes a number)")
     g.add_argument("--engine", choices=["local", "ray"], default=S,
                    help="local (default): score in this process; ray: fill the score cache on a Ray cluster first")
@@ -417,7 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="preference data: files, a folder of files, an HF dataset folder, or 'sample'; rows need "
                         "prompt, chosen, rejected (id, subset optional), e.g. {\"prompt\": \"2+2?\", \"chosen\": "
                         "\"4\", \"rejected\": \"5\"}")
-    q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, ...)")
+    q.add_argument("--format", default=None, help="force a data format (jsonl, json, csv, parquet, rmbench, hh, trl, "
+                                                  "messages, sharegpt, ...)")
+    q.add_argument("--perturb-turns", choices=["final", "all"], default="final",
+                   help="which user turns prompt-side perturbations change: the final one (default) or every one")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
     q.add_argument("--perturbations", default="all",
                    help="'all' (default) or a comma-separated list of codes in any case (EF,ph,...)")
@@ -795,6 +805,9 @@ def run_audit(args: dict, progress: bool = True) -> int:
                              errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),
                              seed=args["seed"])
         check_utf8(data, src)
+        if args.get("by") == "turns":
+            from reward_auditor.data import split_by_turns
+            data = split_by_turns(data)
     elif args.get("limit"):
         raise CLIError("--limit samples --data; with --conditions only, cut the files instead", "--limit")
     conditions = args.get("conditions") or None
@@ -828,12 +841,14 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
                        effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
                        perturb_workers=args.get("workers") or os.cpu_count(), overwrite=bool(args.get("overwrite")),
+                       perturb_turns=args.get("perturb_turns") or "final",
                        errors="drop" if args.get("drop_invalid") else "raise",
                        perturb_options={"rewriter": rewriter} if rewriter is not None else None)
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
-        rendered = render(out, by=args.get("by", "model"), progress=progress)
+        by = args.get("by", "model")
+        rendered = render(out, by="model" if by == "turns" else by, progress=progress)
     _print_summary(result, out, rendered, time.perf_counter() - t0)
     return 0
 
@@ -872,7 +887,7 @@ def cmd_perturb(ns) -> int:
     except ValueError as e:
         raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
     rewriter = make_rewriter(vars(ns), names)
-    conds, skipped = make_conditions(data, names, seed=ns.seed, progress=_progress(ns),
+    conds, skipped = make_conditions(data, names, seed=ns.seed, progress=_progress(ns), turns=ns.perturb_turns,
                                      **({"rewriter": rewriter} if rewriter is not None else {}))
     if not conds:
         raise CLIError("no perturbation could run: " + "; ".join(f"{n}: {w}" for n, w in skipped.items()),
@@ -883,6 +898,10 @@ def cmd_perturb(ns) -> int:
     if out.suffix == ".jsonl":
         atomic_write(out, lambda p: frame.to_json(p, orient="records", lines=True, force_ascii=False))
     elif out.suffix == ".csv":
+        if "history" in frame.columns:  # conversations as JSON text, which load_preferences reads back
+            from reward_auditor.data import history_of
+            frame = frame.assign(history=[json.dumps([dict(m) for m in h], ensure_ascii=False)
+                                          for h in history_of(frame)])
         atomic_write(out, lambda p: frame.to_csv(p, index=False))
     else:
         atomic_write(out, lambda p: frame.to_parquet(p, index=False))

@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['CANONICAL_COLUMNS', 'TEXT_COLUMNS', 'CONTAINERS', 'SCHEMAS', 'FORMATS', 'RMBENCH_STYLES',
+__all__ = ['CANONICAL_COLUMNS', 'TEXT_COLUMNS', 'CONTAINERS', 'SCHEMAS', 'FORMATS', 'RMBENCH_STYLES', 'ROLES', 'SHAREGPT_ROLES',
            'PROMPT_PERTURBATION_LABELS', 'RESPONSE_VARIANT_LABELS', 'PAPER_RESPONSE_LABELS', 'DataError', 'DataWarning',
-           'validate', 'sample_path', 'load_sample', 'read_records', 'detect_format', 'split_hh', 'load_preferences',
+           'validate', 'sample_path', 'load_sample', 'read_records', 'detect_format', 'history_of', 'history_key',
+           'turn_counts', 'conversation_problems', 'split_by_turns', 'split_hh_turns', 'split_hh', 'load_preferences',
            'rmbench_pair', 'rmbench_styles', 'rmbench_style_rewards', 'StyleMatrix', 'rmbench_style_matrix',
            'load_perturbed']
 
@@ -83,6 +84,8 @@ def _row_problems(frame: pd.DataFrame, allow_identical: bool = False) -> list[tu
     "Every problem as (position, field, problem, hint), in row order."
     out, seen = [], {}
     cols = {c: frame[c].tolist() for c in CANONICAL_COLUMNS}
+    hist = frame["history"].tolist() if "history" in frame.columns else None
+    conv = frame["_problem"].tolist() if "_problem" in frame.columns else None
     for i in range(len(frame)):
         v = cols["id"][i]
         if _is_missing(v): out.append((i, "id", "is missing", "give every row an id"))
@@ -93,6 +96,11 @@ def _row_problems(frame: pd.DataFrame, allow_identical: bool = False) -> list[tu
             out.append((i, "id", f"duplicates id {s!r} first seen at position {seen[s] + 1}",
                         "ids must be unique within a dataset"))
         else: seen[s] = i
+        if conv is not None and isinstance(conv[i], tuple):  # a conversation the loader could not take apart
+            out.append((i, conv[i][0], conv[i][1], "fix the conversation or drop the row")); continue
+        if hist is not None:
+            out.extend((i, "history", f"turn {k} {p}", "fix the conversation or drop the row")
+                       for k, p in conversation_problems(hist[i]))
         for c in TEXT_COLUMNS:
             v = cols[c][i]
             if _is_missing(v): out.append((i, c, "is missing", "fill it in or drop the row"))
@@ -136,6 +144,11 @@ def validate(frame: pd.DataFrame, source: Any = "<frame>", *, rows: Sequence[int
         if keep.sum() == 0: raise DataError("holds no valid preference pairs", source)
     out = frame.loc[keep].reset_index(drop=True).copy()
     out["id"] = [_as_id(v) for v in out["id"]]
+    out = out.drop(columns=[c for c in ("_problem",) if c in out.columns])
+    if "history" in out.columns:  # kept only when some row has earlier turns: single-turn frames stay as they were
+        h = [list(x) for x in history_of(out)]
+        if any(h): out["history"] = pd.Series(h, index=out.index, dtype=object)
+        else: out = out.drop(columns=["history"])
     out = out[list(CANONICAL_COLUMNS) + [c for c in out.columns if c not in CANONICAL_COLUMNS]]
     out.attrs = {**frame.attrs, "source": str(source),
                  "dropped": [(rows[i], f, p) for i, f, p, _ in problems] if errors == "drop" else []}
@@ -157,7 +170,7 @@ _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "
                ".parquet": "parquet", ".pq": "parquet"}
 CONTAINERS = ("jsonl", "json", "csv", "parquet")
 SCHEMAS = ("preferences", "rewardbench", "rmbench", "rewardbench2", "hh", "perturbed-prompt",
-           "perturbed-response")
+           "perturbed-response", "trl", "messages", "sharegpt")
 FORMATS = CONTAINERS + SCHEMAS + ("hf",)
 
 
@@ -326,6 +339,10 @@ def detect_format(records: Sequence[Mapping] | pd.DataFrame) -> str:
     if not len(records): raise DataError("holds no rows", "<records>")
     r = records[0]
     p, c, j = r.get("prompt"), r.get("chosen"), r.get("rejected")
+    def msgs(v): return _is_list(v) and len(v) > 0 and isinstance(v[0], Mapping)
+    if _is_list(r.get("conversations")): return "sharegpt"
+    if "messages" in r or (isinstance(r.get("input"), Mapping) and "preferred_output" in r): return "messages"
+    if msgs(p) or (msgs(c) and msgs(j)): return "trl"
     if p is None and isinstance(c, str) and isinstance(j, str) and "Assistant:" in c: return "hh"
     if _is_list(p): return "perturbed-prompt"
     if _is_list(c) and _is_list(j):
@@ -427,6 +444,189 @@ def _build_rewardbench2(records, rows, label, source, **_) -> tuple[pd.DataFrame
     return pd.DataFrame(out), out_rows
 
 # %% ../nbs/00_data.ipynb #3bb0f9fa
+ROLES = ("system", "user", "assistant")
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
+                  "bard": "assistant", "bing": "assistant", "model": "assistant", "system": "system"}
+
+
+def _as_messages(v: Any) -> Any:
+    "A history cell as a list (Parquet gives arrays, CSV gives JSON text); anything else is returned as it is."
+    if isinstance(v, str):
+        try: v = json.loads(v) if v.strip() else []
+        except ValueError: return v
+    if isinstance(v, (tuple, np.ndarray)): v = list(v)
+    return v
+
+
+def history_of(frame: pd.DataFrame) -> list[tuple[dict, ...]]:
+    "One tuple of {'role', 'content'} messages per row: the turns before the final user turn (empty if none)."
+    if "history" not in frame.columns: return [()] * len(frame)
+    out = []
+    for v in frame["history"].tolist():
+        v = [] if _is_missing(v) else _as_messages(v)
+        out.append(tuple({"role": str(m["role"]), "content": str(m["content"])} for m in v))
+    return out
+
+
+def history_key(history: Sequence[Mapping]) -> str:
+    "Canonical JSON of a history (the cache-key part); '' for an empty one."
+    if not len(history): return ""
+    return json.dumps([[m["role"], m["content"]] for m in history], ensure_ascii=False, separators=(",", ":"))
+
+
+def turn_counts(frame: pd.DataFrame) -> np.ndarray:
+    "Number of user turns per row (1 for single-turn items)."
+    return np.array([1 + sum(m["role"] == "user" for m in h) for h in history_of(frame)], dtype=int)
+
+
+def conversation_problems(history: Any, prompt: Any = "") -> list[tuple[int, str]]:
+    "Problems of one history as (1-based turn, problem); the final user turn is turn len(history) + 1."
+    h = _as_messages(history)
+    if _is_missing(h): return []
+    if not isinstance(h, list): return [(1, f"history is not a list of messages (got {type(h).__name__})")]
+    out, expect = [], "user"
+    for k, m in enumerate(h, 1):
+        if not isinstance(m, Mapping):
+            out.append((k, f"is a {type(m).__name__}, not a message with 'role' and 'content'")); continue
+        role, content = m.get("role"), m.get("content")
+        if role not in ROLES: out.append((k, f"has unknown role {_short(role)} (use one of {', '.join(ROLES)})")); continue
+        if not isinstance(content, str): out.append((k, f"({role}) content is not text (got {type(content).__name__})"))
+        elif not content.strip(): out.append((k, f"({role}) is empty"))
+        if role == "system":
+            if k != 1: out.append((k, "is a system message after the conversation started"))
+            continue
+        if role != expect:
+            out.append((k, "is an assistant message where the user's turn should be" if role == "assistant"
+                        else "is a user message where an assistant answer should be"))
+        expect = "assistant" if role == "user" else "user"
+    if not out and h and expect == "assistant":
+        out.append((len(h) + 1, "the final user turn follows a user turn; an assistant answer is missing between them"))
+    return out
+
+
+def split_by_turns(frame: pd.DataFrame) -> pd.DataFrame:
+    "A copy whose subsets are split into '<subset> · single-turn' and '<subset> · multi-turn' items."
+    out = frame.copy()
+    t = turn_counts(frame)
+    out["subset"] = [f"{s} · {'multi' if k > 1 else 'single'}-turn" for s, k in zip(frame["subset"].astype(str), t)]
+    out.attrs = dict(frame.attrs)
+    return out
+
+
+def _msg(m: Any, sharegpt: bool = False) -> Any:
+    "A message as {'role', 'content'} (ShareGPT's from/value mapped); non-mappings are returned as they are."
+    if not isinstance(m, Mapping): return m
+    if sharegpt and ("from" in m or "value" in m):
+        f = m.get("from")
+        return {"role": SHAREGPT_ROLES.get(str(f).lower(), f), "content": m.get("value")}
+    return {"role": m.get("role"), "content": m.get("content")}
+
+
+def _split_final(msgs: Any, field: str) -> tuple[list, Any, tuple[str, str] | None]:
+    "(history, final user text, problem) from a conversation that should end with a user turn."
+    msgs = _as_messages(msgs)
+    if not isinstance(msgs, list) or not msgs:
+        return [], None, (field, "is not a non-empty list of messages")
+    last = msgs[-1]
+    if not any(isinstance(m, Mapping) and m.get("role") == "user" for m in msgs):
+        return [], None, (field, "has no user turn")
+    if not isinstance(last, Mapping) or last.get("role") != "user":
+        bad = [k for k, _ in conversation_problems(msgs)]
+        k = bad[0] if bad else len(msgs)
+        return [], None, (field, f"turn {k}: the conversation must end with the user's turn before the answers")
+    return list(msgs[:-1]), last.get("content"), None
+
+
+def _answer(v: Any, field: str, sharegpt: bool = False) -> tuple[Any, tuple[str, str] | None]:
+    "The final answer's text from a string, one assistant message, or a list holding one."
+    v = _as_messages(v) if not isinstance(v, str) else v
+    if isinstance(v, str) or _is_missing(v): return v, None
+    if isinstance(v, list):
+        if len(v) != 1: return None, (field, f"holds {len(v)} messages; expected one assistant answer")
+        v = v[0]
+    m = _msg(v, sharegpt)
+    if not isinstance(m, Mapping): return None, (field, f"is a {type(m).__name__}, not a message")
+    if m["role"] != "assistant": return None, (field, f"has role {_short(m['role'])}; the answer must be an assistant message")
+    return m["content"], None
+
+
+def _conv_row(n, history, prompt, chosen, rejected, problem, extra) -> dict:
+    row = {**extra, "prompt": prompt, "chosen": chosen, "rejected": rejected, "history": history, "_problem": problem}
+    row.setdefault("id", str(n))
+    return row
+
+
+def _finish_conv(out: list[dict], rows: list[int], subset: str | None) -> tuple[pd.DataFrame, list[int]]:
+    frame = pd.DataFrame(out)
+    if "subset" not in frame.columns: frame.insert(1, "subset", subset or "default")
+    return frame, rows
+
+
+def _build_trl(records, rows, label, source, *, subset=None, **_) -> tuple[pd.DataFrame, list[int]]:
+    "Canonical rows from TRL conversational pairs (explicit `prompt` messages, or implicit shared prefix)."
+    out = []
+    for rec, n in zip(records, rows):
+        extra = {k: v for k, v in rec.items() if k not in ("prompt", "chosen", "rejected")}
+        c, r, p = _as_messages(rec.get("chosen")), _as_messages(rec.get("rejected")), rec.get("prompt")
+        if p is not None and not _is_missing(p):
+            history, prompt, problem = _split_final(_as_messages(p), "prompt")
+            a, pa = _answer(c, "chosen"); b, pb = _answer(r, "rejected")
+            out.append(_conv_row(n, history, prompt, a, b, problem or pa or pb, extra)); continue
+        if not (isinstance(c, list) and isinstance(r, list) and c and r):
+            out.append(_conv_row(n, [], None, None, None, ("chosen", "chosen and rejected must be lists of messages"), extra)); continue
+        k = 0
+        while k < min(len(c), len(r)) and _msg(c[k]) == _msg(r[k]): k += 1
+        if k == 0:
+            out.append(_conv_row(n, [], None, None, None, ("rejected", "chosen and rejected share no prefix"), extra)); continue
+        history, prompt, problem = _split_final([_msg(m) for m in c[:k]], "chosen")
+        a, pa = _answer(c[k:], "chosen"); b, pb = _answer(r[k:], "rejected")
+        out.append(_conv_row(n, history, prompt, a, b, problem or pa or pb, extra))
+    return _finish_conv(out, rows, subset)
+
+
+def _build_messages(records, rows, label, source, *, subset=None, **_) -> tuple[pd.DataFrame, list[int]]:
+    "Canonical rows from OpenAI-style `messages` (or `input.messages` with preferred/non_preferred_output)."
+    out = []
+    for rec, n in zip(records, rows):
+        if "messages" in rec:
+            msgs, cf, rf = rec.get("messages"), "chosen", "rejected"
+        else:
+            inp = rec.get("input")
+            msgs, cf, rf = (inp.get("messages") if isinstance(inp, Mapping) else None), "preferred_output", "non_preferred_output"
+        extra = {k: v for k, v in rec.items() if k not in ("messages", "input", cf, rf, "prompt")}
+        msgs = _as_messages(msgs)
+        history, prompt, problem = _split_final([_msg(m) for m in msgs] if isinstance(msgs, list) else msgs,
+                                                "messages" if cf == "chosen" else "input.messages")
+        a, pa = _answer(rec.get(cf), cf); b, pb = _answer(rec.get(rf), rf)
+        out.append(_conv_row(n, history, prompt, a, b, problem or pa or pb, extra))
+    return _finish_conv(out, rows, subset)
+
+
+def _build_sharegpt(records, rows, label, source, *, subset=None, **_) -> tuple[pd.DataFrame, list[int]]:
+    "Canonical rows from ShareGPT `conversations` (from/value; human/gpt) with chosen/rejected answers."
+    out = []
+    for rec, n in zip(records, rows):
+        extra = {k: v for k, v in rec.items() if k not in ("conversations", "chosen", "rejected")}
+        msgs = _as_messages(rec.get("conversations"))
+        history, prompt, problem = _split_final([_msg(m, True) for m in msgs] if isinstance(msgs, list) else msgs,
+                                                "conversations")
+        a, pa = _answer(rec.get("chosen"), "chosen", True); b, pb = _answer(rec.get("rejected"), "rejected", True)
+        out.append(_conv_row(n, history, prompt, a, b, problem or pa or pb, extra))
+    return _finish_conv(out, rows, subset)
+
+
+_HH_TURN = re.compile(r"\n\n(Human|Assistant):")
+
+
+def split_hh_turns(transcript: str) -> list[dict]:
+    "An HH transcript as messages: '\\n\\nHuman:' opens a user turn, '\\n\\nAssistant:' an assistant turn."
+    text = transcript if transcript.startswith("\n\n") else "\n\n" + transcript.lstrip()
+    parts = _HH_TURN.split(text)
+    if parts[0].strip(): raise ValueError("the transcript has text before its first 'Human:' turn")
+    return [{"role": "user" if who == "Human" else "assistant", "content": body.strip()}
+            for who, body in zip(parts[1::2], parts[2::2])]
+
+# %% ../nbs/00_data.ipynb #a654cdb4
 _ASSISTANT = "\n\nAssistant:"
 
 
@@ -455,12 +655,20 @@ def _build_hh(records, rows, label, source, *, subset=None, **_) -> tuple[pd.Dat
         c, r = rec.get("chosen"), rec.get("rejected")
         for k, v in (("chosen", c), ("rejected", r)):
             if not isinstance(v, str): raise DataError(f"is not a transcript (got {type(v).__name__})", source, n, k, label)
-        try: p, a, b = split_hh(c, r)
-        except ValueError as e: raise DataError(str(e), source, n, "chosen", label) from None
         extra = {k: v for k, v in rec.items() if k not in ("chosen", "rejected")}
-        turns = 1 if not p.startswith("Human:") else 1 + p.count("\n\nHuman:")
-        out.append({"id": str(rec["id"]) if "id" in rec else str(n), "subset": subset, "prompt": p,
-                    "chosen": a, "rejected": b, **extra, "hh_turns": turns})
+        row = {"id": str(rec["id"]) if "id" in rec else str(n), "subset": subset}
+        try: p, a, b = split_hh(c, r)
+        except ValueError as e:
+            out.append({**row, "prompt": None, "chosen": None, "rejected": None, **extra, "hh_turns": 0,
+                        "history": [], "_problem": ("chosen", str(e))}); continue
+        history, problem = [], None
+        if p.startswith("Human:") and (_ASSISTANT in p or "\n\nHuman:" in p):  # several turns: split them
+            try: msgs = split_hh_turns(p)
+            except ValueError as e: msgs, problem = [], ("chosen", str(e))
+            if msgs: history, p, problem = _split_final(msgs, "chosen")
+        turns = 1 + sum(m.get("role") == "user" for m in history if isinstance(m, Mapping))
+        out.append({**row, "prompt": p, "chosen": a, "rejected": b, **extra, "hh_turns": turns,
+                    "history": history, "_problem": problem})
     return pd.DataFrame(out), rows
 
 # %% ../nbs/00_data.ipynb #f5a3b458
@@ -500,7 +708,8 @@ def _build_perturbed_response(records, rows, label, source, *, domain=None, **_)
 # %% ../nbs/00_data.ipynb #1a7beea9
 _BUILDERS = {"preferences": _build_plain, "rewardbench": _build_plain, "rmbench": _build_rmbench,
              "rewardbench2": _build_rewardbench2, "hh": _build_hh, "perturbed-prompt": _build_perturbed_prompt,
-             "perturbed-response": _build_perturbed_response}
+             "perturbed-response": _build_perturbed_response, "trl": _build_trl, "messages": _build_messages,
+             "sharegpt": _build_sharegpt}
 _HF_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 

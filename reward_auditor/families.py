@@ -559,16 +559,16 @@ class PairPreferenceScorer(S.JudgeScorer):
         kw.setdefault("confidence", "logit_avg")
         super().__init__(spec, template=template, **kw)
 
-    def _context(self, prompt: str) -> str:
-        "The conversation so far as the model's chat text, without BOS (the outer template adds it)."
+    def _context(self, prompt: str, history: Sequence[dict] = ()) -> str:
+        "The conversation so far (earlier turns + final user turn) as the model's chat text, without BOS."
         if not getattr(self.tokenizer, "chat_template", None):
-            return prompt
-        text = render_messages(self.tokenizer, conversation(prompt, None, (), self.system), False)
+            return prompt if not history else S.render_messages(self.tokenizer, conversation(prompt, None, history, self.system))
+        text = render_messages(self.tokenizer, conversation(prompt, None, history, self.system), False)
         bos = self.tokenizer.bos_token
         return text[len(bos):] if bos and text.startswith(bos) else text
 
-    def _judge_prompt(self, prompt: str, a: str, b: str) -> list[int]:
-        text = self.template.format(prompt=self._context(prompt), a=a, b=b)
+    def _judge_prompt(self, prompt: str, a: str, b: str, history: Sequence[dict] = ()) -> list[int]:
+        text = self.template.format(prompt=self._context(prompt, history), a=a, b=b)
         return S.encode_text(self.tokenizer, render_messages(self.tokenizer, [{"role": "user", "content": text}], True))
 
 # %% ../nbs/06a_families.ipynb #95a9bbb8

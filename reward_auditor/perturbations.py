@@ -37,7 +37,7 @@ __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS'
            'nltk_data_dirs', 'WordNetLite', 'wordnet_lite', 'wordnet_resources', 'tagged_count', 'is_wordnet_mwe',
            'st_protected', 'SentenceEmbedder', 'sentence_embedder', 'plain_text', 'semantic_key', 'semantic_filter',
            'synonym_candidates', 'synonym_transformation', 'SynonymTransformation', 'prose_sentences',
-           'length_template', 'is_structured', 'structure', 'structured_presentation', 'unstructure',
+           'length_template', 'is_structured', 'structure', 'structured_presentation', 'unstructure', 'DataSizedMemo',
            'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces', 'ModelRewrite', 'Condition',
            'perturb', 'condition_from_frame', 'conditions_from_file', 'legend_frame', 'legend_text',
            'PerturbationError', 'MissingResourceError', 'cache_dir']
@@ -1172,6 +1172,36 @@ register(structured_presentation, name="SP", side="response", group="stylized", 
          description="structured presentation: rule-based Markdown layout (certified: same words)")
 
 # %% ../nbs/03_perturbations.ipynb #0e3dcc58
+class DataSizedMemo:
+    "A least-recently-used memo of a pure function whose capacity grows to the largest batch it was fitted to."
+
+    def __init__(self, fn: Callable, capacity: int = 8192):
+        from collections import OrderedDict
+        self.fn, self.capacity, self.hits, self.misses = fn, int(capacity), 0, 0
+        self._d: OrderedDict = OrderedDict()
+        self.__doc__, self.__name__, self.__wrapped__ = fn.__doc__, fn.__name__, fn
+
+    def fit(self, n: int) -> None:
+        "Make room for at least `n` entries (capacity never shrinks)."
+        self.capacity = max(self.capacity, int(n))
+
+    def __call__(self, *args):
+        d = self._d
+        if args in d:
+            self.hits += 1
+            d.move_to_end(args)
+            return d[args]
+        self.misses += 1
+        out = d[args] = self.fn(*args)
+        while len(d) > self.capacity:
+            d.popitem(last=False)
+        return out
+
+    def cache_clear(self) -> None:
+        self._d.clear()
+        self.hits = self.misses = 0
+
+# %% ../nbs/03_perturbations.ipynb #955ae119
 _EMPHASIS_RE = re.compile(r"\*{1,3}|_{2,3}")
 _PH_RE = re.compile(r"⟦(\d+)⟧")
 _PAIR_LANG = {"spa": "es", "fra": "fr", "fre": "fr", "deu": "de", "ger": "de", "zho": "zh", "cat": "es"}
@@ -1208,7 +1238,7 @@ def translation_plan(text: str, skip_lines: Iterable[int] = ()) -> tuple[list, l
     return pieces, units, hidden
 
 
-@lru_cache(maxsize=8192)
+@DataSizedMemo
 def _plan(text: str, skip_lines: tuple[int, ...] = ()) -> tuple[list, list[str], list[list[str]]]:
     "`translation_plan`, remembered (LC and SLC plan the same texts); callers must not modify the result."
     return translation_plan(text, skip_lines)
@@ -1256,6 +1286,8 @@ class Translation(Perturbation):
         _check_rate(self.name, rate)
         tr = self.translator(pair, translator)
         lang = _PAIR_LANG.get(pair.split("-")[-1].split("_")[0], "en")
+        _plan.fit(3 * len(texts))           # a text's own plan and both layouts' plans, kept for the other of LC/SLC
+        Translation._units.fit(len(texts))
         plans = []
         for t, r in zip(texts, rngs):
             if _skip_item(rate, r):
@@ -1285,7 +1317,7 @@ class Translation(Perturbation):
         return res
 
     @staticmethod
-    @lru_cache(maxsize=8192)
+    @DataSizedMemo
     def _units(text: str, lang: str) -> tuple[str, ...]:
         "Sentence units of `text` as LC and as SLC would send them (the SLC heading is never translated)."
         laid, changed = structure(text, np.random.default_rng(0), lang=lang)
@@ -1452,8 +1484,28 @@ def _resolve(names) -> list[str]:
     return names
 
 
-def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, **options) -> dict[str, Condition]:
+def _perturb_history(p, name: str, seed: int, ids: list, df: pd.DataFrame, kw: dict):
+    "Every earlier user turn perturbed like the final one (own seed per turn: field 'history', k = message number)."
+    from reward_auditor.data import history_of
+    hists = history_of(df)
+    where = [(i, k) for i, h in enumerate(hists) for k, m in enumerate(h) if m["role"] == "user"]
+    before = [hists[i][k]["content"] for i, k in where]
+    rngs = [item_rng(seed, name, p.version, ids[i], "history", k + 1) for i, k in where]
+    after = p.apply_many(before, rngs, **kw) if where else []
+    out = [[dict(m) for m in h] for h in hists]
+    changed, size = np.zeros(len(df), bool), np.zeros(len(df), int)
+    for (i, k), b, a in zip(where, before, after):
+        out[i][k]["content"] = a
+        changed[i] |= a != b
+        size[i] += edit_size(b, a)
+    return pd.Series(out, index=df.index, dtype=object), changed, size
+
+
+def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, turns: str = "final",
+            **options) -> dict[str, Condition]:
     "One `Condition` per perturbation name: perturbed copies of `data` with per-item change records."
+    if turns not in ("final", "all"):
+        raise PerturbationError(f"turns must be 'final' (the last user turn) or 'all' (every user turn), not {turns!r}")
     df = _as_frame(data)
     names, params = _resolve(names), dict(params or {})
     unused = [k for k in options if not any(k in registry[n].defaults for n in names)]
@@ -1482,10 +1534,15 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, **o
             new[f] = after
             changed |= np.array([a != b for a, b in zip(before, after)])
             size += np.array([edit_size(a, b) for a, b in zip(before, after)], dtype=int)
+        if p.side == "prompt" and turns == "all" and "history" in df.columns:
+            new["history"], ch, sz = _perturb_history(p, name, seed, ids, df, kw)
+            changed |= ch
+            size += sz
         new["changed"], new["edit_size"] = changed, size
         record = {"name": name, "version": p.version, "variant": p.variant, "side": p.side, "group": p.group,
                   "seed": seed, "params": _jsonable(kw), "resources": p.resources(**kw),
-                  "n": len(df), "n_changed": int(changed.sum()), **({"semantic_check": sem} if sem else {})}
+                  "n": len(df), "n_changed": int(changed.sum()), **({"semantic_check": sem} if sem else {}),
+                  **({"turns": turns} if turns != "final" and p.side == "prompt" else {})}
         out[name] = Condition(name, p.side, p.group, new, record, original=df)
     return out
 

@@ -27,9 +27,10 @@ from . import plots
 __all__ = ['BELOW_CHANCE_NOTE', 'KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html',
            'below_chance', 'header_html', 'findings', 'findings_html', 'warnings_html', 'legend_html',
            'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html', 'truth_html', 'risk_display',
-           'top_degraded', 'top_degraded_html', 'control_notes', 'subset_heterogeneity', 'manifest_html', 'kernel_name',
-           'template_path', 'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind',
-           'save_diagnostic', 'load_diagnostic', 'render_diagnostic', 'frame_html']
+           'top_degraded', 'history_html', 'top_degraded_html', 'control_notes', 'subset_heterogeneity',
+           'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport',
+           'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic',
+           'render_diagnostic', 'frame_html']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -74,6 +75,19 @@ def _tails(settings: dict) -> str:
     return "one tail: degradation only"
 
 
+def _conversation_rows(manifest: dict) -> list[tuple[str, str]]:
+    "A header row on multi-turn data: how many items have earlier turns, which turns were perturbed, what was cut."
+    t = manifest.get("data", {}).get("turns")
+    if not t:
+        return []
+    which = "every user turn" if manifest["data"].get("perturb_turns") == "all" else "the final user turn"
+    dropped = sum(c.get("history_messages_dropped", 0) for sc in manifest.get("scores", {}).get("by_model", {}).values()
+                  for c in sc.values())
+    return [("conversations", f"{t['single_turn']} single-turn and {t['multi_turn']} multi-turn items (up to "
+                              f"{t['max_user_turns']} user turns); prompt-side perturbations change {which}; "
+                              f"{dropped} earlier messages left out to fit the models' length limits")]
+
+
 def _error_rate(manifest: dict) -> str:
     "The error rate the run's decision controls, and for an unproven procedure the FDR measured for its families."
     ec = manifest["error_control"]
@@ -104,6 +118,13 @@ def header_html(result: AuditResult) -> str:
             ("scores", f"{m.get('scores', {}).get('computed', '?')} computed, "
                        f"{m.get('scores', {}).get('cached', '?')} from the cache"),
             ("run time", f"{m.get('wall_seconds', '?')} s (audit only)")]
+    batching = [f"{k}: {v['batching'].get('token_budget')} tokens per batch"
+                + (f", at most {v['batching']['batch_size']} rows" if v["batching"].get("batch_size") else "")
+                + f" ({v['batching'].get('budget_source')}; {v['batching'].get('device')})"
+                for k, v in m.get("models", {}).items() if isinstance(v.get("batching"), dict)]
+    if batching:
+        rows.insert(-1, ("batching", "; ".join(batching)))
+    rows += _conversation_rows(m)
     body = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{esc(k)}</th><td style='text-align:left'>"
                    f"{esc(v)}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
@@ -275,6 +296,27 @@ def _clip(text: Any, n: int) -> str:
     return text if len(text) <= n else text[:n] + " […]"
 
 
+def history_html(history: Any, max_chars: int = 400) -> str:
+    "Earlier turns of a conversation, collapsed: a summary with the turn count that opens to the escaped messages."
+    from reward_auditor.data import history_of
+    h = history_of(pd.DataFrame({"history": [history]}))[0] if history is not None else ()
+    if not h:
+        return ""
+    users = sum(m["role"] == "user" for m in h)
+    msgs = "".join(f"<div><b>{esc(m['role'])}:</b> {esc(_clip(m['content'], max_chars))}</div>" for m in h)
+    return (f"<details><summary>{users + 1} user turns ({len(h)} earlier messages)</summary>"
+            f"<div style='white-space:pre-wrap'>{msgs}</div></details>")
+
+
+def _history_row(before, after, max_chars: int) -> str:
+    "A table row with the item's earlier turns (before/after differ only with --perturb-turns all); '' for single-turn."
+    hb, ha = (history_html(x.get("history") if hasattr(x, "get") else None, max_chars) for x in (before, after))
+    if not hb and not ha:
+        return ""
+    td = "<td style='vertical-align:top;text-align:left'>"
+    return f"<tr>{td}<b>history</b></td>{td}{hb}</td>{td}{ha}</td></tr>"
+
+
 def top_degraded_html(result: AuditResult, model: str, k: int = 5, max_chars: int = 400,
                       subset: str | None = None) -> str:
     "Before/after text of the most degraded items, every dataset string escaped."
@@ -290,7 +332,7 @@ def top_degraded_html(result: AuditResult, model: str, k: int = 5, max_chars: in
             before, after = tx.loc[("orig", r.id)], tx.loc[(r.perturbation, r.id)]
         except KeyError:
             continue
-        cells = "".join(
+        cells = _history_row(before, after, max_chars) + "".join(
             f"<tr><td style='vertical-align:top;text-align:left'><b>{esc(f)}</b></td>"
             f"<td style='vertical-align:top;text-align:left;white-space:pre-wrap'>{esc(_clip(before[f], max_chars))}</td>"
             f"<td style='vertical-align:top;text-align:left;white-space:pre-wrap'>{esc(_clip(after[f], max_chars))}</td></tr>"
@@ -427,6 +469,76 @@ def kernel_name() -> str:
     return KERNEL_NAME
 
 # %% ../nbs/09_report.ipynb #c9617308
+_SESSION = None  # the ReportSession whose kernel renders share, while one is open
+
+
+def _import_renderers() -> None:
+    "Import papermill and nbconvert, skipping jsonschema's optional IRI grammar (unused for notebooks, slow to build)."
+    if "papermill" in sys.modules and "nbconvert" in sys.modules:
+        return
+    block = "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules
+    if block:
+        sys.modules["rfc3987_syntax"] = None   # jsonschema then leaves the 'iri' formats unchecked
+    try:
+        import nbconvert  # noqa: F401
+        import papermill  # noqa: F401
+    finally:
+        if block and "rfc3987_syntax" in sys.modules and sys.modules["rfc3987_syntax"] is None:
+            del sys.modules["rfc3987_syntax"]
+
+
+class ReportSession:
+    "One report kernel for several renders: started on first use in a private empty folder, shut down on close."
+
+    def __init__(self):
+        self.km, self.work, self.renders = None, None, 0
+
+    def kernel(self):
+        "The shared kernel manager: started on the first render, its namespace reset before every later one."
+        if self.km is None or not self.km.is_alive():
+            from jupyter_client import KernelManager
+            from reward_auditor.safety import private_dir
+            self.work = private_dir("reward-auditor-kernel-")   # private and empty, as for a single render
+            self.km = KernelManager(kernel_name=kernel_name())
+            self.km.start_kernel(cwd=str(self.work))
+        elif self.renders:
+            kc = self.km.client()
+            kc.start_channels()
+            try:
+                kc.wait_for_ready(timeout=60)
+                kc.execute_interactive("get_ipython().run_line_magic('reset', '-f')\n"
+                                       "import matplotlib.pyplot as _plt; _plt.close('all'); del _plt",
+                                       timeout=60, store_history=False)
+            finally:
+                kc.stop_channels()
+        self.renders += 1
+        return self.km
+
+    def close(self) -> None:
+        if self.km is not None:
+            self.km.shutdown_kernel(now=False)
+            self.km = None
+        if self.work is not None:
+            import shutil
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.work = None
+
+    def __enter__(self):
+        global _SESSION
+        self._outer, _SESSION = _SESSION, self
+        return self
+
+    def __exit__(self, *exc):
+        global _SESSION
+        _SESSION = self._outer
+        self.close()
+
+
+def report_session() -> ReportSession:
+    "Context manager: renders inside it share one kernel (`with report_session(): render(a); render(b)`)."
+    return ReportSession()
+
+# %% ../nbs/09_report.ipynb #0fa64d60
 def template_path(name: str) -> Path:
     "Path of a shipped template notebook."
     import reward_auditor
@@ -448,6 +560,7 @@ class RenderedReport:
 
 def to_html(notebook: str | Path, html_path: str | Path) -> Path:
     "Export an executed notebook to HTML without code cells, images embedded, no external scripts."
+    _import_renderers()
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
@@ -496,6 +609,7 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
 def execute_template(template: str, params: dict, out: str | Path, name: str, source: Any = None,
                      timeout: int = 600, progress: bool = False) -> RenderedReport:
     "Run a shipped template with papermill in a kernel of this Python → `<out>/<name>.ipynb` and `.html`."
+    _import_renderers()
     import papermill as pm
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -511,7 +625,8 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
     try:
         pm.execute_notebook(str(template_path(template)), str(nb_path), parameters=params,
                             kernel_name=kernel_name(), progress_bar=progress, cwd=str(work),
-                            execution_timeout=timeout, log_output=False)
+                            execution_timeout=timeout, log_output=False,
+                            **({"km": _SESSION.kernel()} if _SESSION is not None else {}))
     except pm.PapermillExecutionError as e:
         raise ReportError(f"report template {template} failed on {source or out} in cell {e.exec_count}: "
                           f"{e.ename}: {e.evalue} (executed notebook kept at {nb_path})") from e

@@ -26,8 +26,8 @@ from .resources import MissingResourceError, cache_dir
 
 # %% auto #0
 __all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'APERTIUM_CHUNK', 'RewriterError', 'Rewriter', 'instruction', 'rewrite_key',
-           'RewriteCache', 'CachedRewriter', 'EchoRewriter', 'apertium_versions', 'ApertiumTranslator',
-           'apertium_translator', 'model_fingerprint', 'TransformersRewriter', 'OpenAIRewriter']
+           'RewriteCache', 'CachedRewriter', 'EchoRewriter', 'apertium_chunks', 'apertium_versions',
+           'ApertiumTranslator', 'apertium_translator', 'model_fingerprint', 'TransformersRewriter', 'OpenAIRewriter']
 
 # %% ../nbs/04_rewriters.ipynb #6fd80ac5
 class RewriterError(RuntimeError):
@@ -176,6 +176,12 @@ APERTIUM_INSTALL = "apt-get install apertium apertium-eng-spa"
 APERTIUM_CHUNK = 1500       # segments per apertium process; fixed, so results do not depend on the CPU count
 
 
+def apertium_chunks(n: int, chunk: int = APERTIUM_CHUNK, split: int | None = None) -> list[tuple[int, int]]:
+    "Bounds of the chunks of a sorted batch of n segments: fixed `chunk` sizes, or `split` equal ones (≤ chunk)."
+    size = chunk if split is None else max(1, min(chunk, -(-n // max(1, int(split)))))
+    return [(i, min(i + size, n)) for i in range(0, n, size)]
+
+
 def apertium_versions(pair: str = "eng-spa") -> dict:
     "Debian package versions of apertium and the language pair (None when not from dpkg)."
     out = {}
@@ -193,7 +199,7 @@ class ApertiumTranslator(CachedRewriter):
     backend = "apertium"
 
     def __init__(self, pair: str = "eng-spa", jobs: int | None = None, cache=None, timeout: float = 600,
-                 chunk: int = APERTIUM_CHUNK):
+                 chunk: int = APERTIUM_CHUNK, split: int | None = None):
         super().__init__(cache)
         exe = shutil.which("apertium")
         if exe is None:
@@ -204,11 +210,13 @@ class ApertiumTranslator(CachedRewriter):
                                        f"`apt-get install apertium-{pair.split('_')[0]}`")
         self.exe, self.pair, self.timeout = exe, pair, timeout
         self.jobs, self.chunk = max(1, int(jobs or os.cpu_count() or 1)), max(1, int(chunk))
+        self.split = None if split is None else max(1, int(split))
         self.versions = apertium_versions(pair)
         self.model_id = f"apertium:{pair}"
 
     def settings(self):
-        return {"pair": self.pair, "chunk": self.chunk, **{k: v for k, v in self.versions.items()}}
+        return {"pair": self.pair, "chunk": self.chunk, **({"split": self.split} if self.split else {}),
+                **{k: v for k, v in self.versions.items()}}
 
     def _run(self, lines: list[str]) -> list[str]:
         "Translate lines in one apertium process."
@@ -227,7 +235,7 @@ class ApertiumTranslator(CachedRewriter):
         lines = [" ".join(t.split("\n")) for t in texts]
         order = sorted(range(len(lines)), key=lines.__getitem__)      # a batch's layout ignores input order
         srt = [lines[i] for i in order]
-        bounds = [(i, min(i + self.chunk, len(srt))) for i in range(0, len(srt), self.chunk)]
+        bounds = apertium_chunks(len(srt), self.chunk, self.split)
         with ThreadPoolExecutor(max(1, min(self.jobs, len(bounds)))) as ex:
             parts = list(ex.map(lambda b: self._run(srt[b[0]:b[1]]), bounds))
         out: list[str] = [""] * len(lines)
@@ -244,9 +252,9 @@ class ApertiumTranslator(CachedRewriter):
 
 
 @lru_cache(maxsize=None)
-def apertium_translator(pair: str = "eng-spa") -> ApertiumTranslator:
-    "A shared `ApertiumTranslator` per language pair (memoised within the process)."
-    return ApertiumTranslator(pair)
+def apertium_translator(pair: str = "eng-spa", split: int | None = None) -> ApertiumTranslator:
+    "A shared `ApertiumTranslator` per language pair and layout (memoised within the process)."
+    return ApertiumTranslator(pair, split=split)
 
 # %% ../nbs/04_rewriters.ipynb #0cde0da8
 def model_fingerprint(model_dir: str | Path) -> str:

@@ -22,15 +22,18 @@ import numpy as np
 import pandas as pd
 
 from .cache import ScoreCache
+from .data import history_key, history_of
 
 # %% auto #0
-__all__ = ['PAIR_COLUMNS', 'CONTROLS', 'FALLBACK_MAX_LENGTH', 'UNBOUNDED_TOKENIZER', 'POSITION_KEYS', 'JUDGE_TEMPLATE',
-           'VERDICT_SPELLINGS', 'MODEL_KINDS', 'ScorerError', 'Scorer', 'PointwiseScorer', 'content_words',
-           'ControlScorer', 'OverlapScorer', 'LengthScorer', 'NoiseScorer', 'CallableScorer', 'PrecomputedScorer',
-           'file_digest', 'folder_fingerprint', 'pick_device', 'pick_dtype', 'check_load_in', 'quantization_kwargs',
-           'render_chat', 'encode_text', 'truncate_ids', 'length_batches', 'padding_waste', 'model_limit',
-           'resolve_max_length', 'answer_truncated', 'HFScorer', 'DiscriminativeScorer', 'DPOScorer', 'judge_margin',
-           'JudgeScorer', 'detect_family', 'load_scorer']
+__all__ = ['PAIR_COLUMNS', 'CONTROLS', 'CPU_TOKEN_BUDGET', 'GPU_MEMORY_SHARE', 'MAX_TOKEN_BUDGET', 'FALLBACK_MAX_LENGTH',
+           'UNBOUNDED_TOKENIZER', 'POSITION_KEYS', 'JUDGE_TEMPLATE', 'VERDICT_SPELLINGS', 'MODEL_KINDS', 'ScorerError',
+           'Scorer', 'PointwiseScorer', 'content_words', 'ControlScorer', 'OverlapScorer', 'LengthScorer',
+           'NoiseScorer', 'CallableScorer', 'PrecomputedScorer', 'file_digest', 'folder_fingerprint', 'pick_device',
+           'pick_dtype', 'check_load_in', 'quantization_kwargs', 'conversation_messages', 'render_messages',
+           'render_chat', 'encode_text', 'truncate_ids', 'length_batches', 'padding_waste',
+           'activation_bytes_per_token', 'auto_token_budget', 'BatchPlanner', 'model_limit', 'resolve_max_length',
+           'answer_truncated', 'HFScorer', 'DiscriminativeScorer', 'DPOScorer', 'judge_margin', 'JudgeScorer',
+           'detect_family', 'load_scorer']
 
 # %% ../nbs/06_scorers.ipynb #0fb96269
 class ScorerError(ValueError):
@@ -64,6 +67,18 @@ def _open_cache(cache) -> ScoreCache | None:
     if isinstance(cache, (str, os.PathLike)):
         return ScoreCache(cache)
     raise ScorerError(f"cache= must be a ScoreCache, a path or None, not {type(cache).__name__}")
+
+
+def _items(prompts, responses, histories=None) -> list[tuple]:
+    "Scoring items: (prompt, response) for single-turn, (prompt, response, history_key) when there are earlier turns."
+    if histories is None: return list(zip(prompts, responses))
+    return [(p, r, k) if (k := history_key(h)) else (p, r) for p, r, h in zip(prompts, responses, histories)]
+
+
+def _history_of_item(item: tuple) -> tuple[dict, ...]:
+    "The earlier turns of a scoring item (empty for single-turn items)."
+    if len(item) < 3 or not item[2]: return ()
+    return tuple({"role": r, "content": c} for r, c in json.loads(item[2]))
 
 
 def _sha(obj) -> str:
@@ -128,7 +143,9 @@ class PointwiseScorer(Scorer):
     def pair_items(self, frame) -> list[tuple[str, str]]:
         "The unique (prompt, response) items `score_pairs` needs for a frame, in the order it scores them."
         frame = _frame_of(frame)
-        return list(dict.fromkeys(zip(frame["prompt"].tolist() * 2, frame["chosen"].tolist() + frame["rejected"].tolist())))
+        hist = history_of(frame)
+        return list(dict.fromkeys(_items(frame["prompt"].tolist() * 2, frame["chosen"].tolist() + frame["rejected"].tolist(),
+                                         hist * 2 if any(hist) else None)))
 
     def plan_chunks(self, todo: list) -> list[list[int]]:
         "Indices into `todo` grouped exactly as the local path scores them (one chunk = one call to the model)."
@@ -139,10 +156,11 @@ class PointwiseScorer(Scorer):
         return list(items), [float(v) for v in np.asarray(self._score_items(list(items)), dtype=float)]
 
     def score_texts(self, prompts: Sequence[str], responses: Sequence[str], cache=None,
-                    progress: bool = True) -> np.ndarray:
-        "One reward per (prompt, response); duplicates scored once, cached values reused."
+                    progress: bool = True, histories: Sequence | None = None) -> np.ndarray:
+        "One reward per (prompt, response[, history]); duplicates scored once, cached values reused."
         cache = _open_cache(cache) if self.cacheable else None
-        keys = list(dict.fromkeys(zip(prompts, responses)))
+        items = _items(prompts, responses, histories)
+        keys = list(dict.fromkeys(items))
         values = dict.fromkeys(keys, None)
         if cache is not None:
             cache.describe(self.fingerprint, self.describe())
@@ -157,7 +175,7 @@ class PointwiseScorer(Scorer):
             values.update(zip(done, (float(v) for v in vals)))
         self.last_counts = {"computed": len(todo), "cached": len(keys) - len(todo)}
         self.last_report = {**self.last_counts, "unique_texts": len(keys), **self.last_report}
-        return np.array([values[k] for k in zip(prompts, responses)], dtype=float)
+        return np.array([values[k] for k in items], dtype=float)
 
     def score_pairs(self, frame, cache=None, progress: bool = True) -> pd.DataFrame:
         "Margins r(x, chosen) − r(x, rejected) with both rewards, one row per pair."
@@ -165,7 +183,10 @@ class PointwiseScorer(Scorer):
         n = len(frame)
         prompts = frame["prompt"].tolist() * 2
         responses = frame["chosen"].tolist() + frame["rejected"].tolist()
-        r = self.score_texts(prompts, responses, cache=cache, progress=progress)
+        hist = history_of(frame)
+        hist = hist * 2 if any(hist) else None
+        self._item_ids = dict(zip(_items(prompts, responses, hist), frame["id"].astype(str).tolist() * 2))
+        r = self.score_texts(prompts, responses, cache=cache, progress=progress, histories=hist)
         rc, rr = r[:n], r[n:]
         return pd.DataFrame({"id": frame["id"].astype(str).to_numpy(), "margin": rc - rr,
                              "reward_chosen": rc, "reward_rejected": rr})
@@ -198,7 +219,7 @@ class ControlScorer(PointwiseScorer):
         raise NotImplementedError
 
     def _score_items(self, items):
-        return np.array([self.reward(p, r) for p, r in items], dtype=float)
+        return np.array([self.reward(p, r) for p, r, *_ in items], dtype=float)  # final user turn only
 
 
 class OverlapScorer(ControlScorer):
@@ -263,11 +284,11 @@ class CallableScorer(PointwiseScorer):
 
     def _score_items(self, items):
         if self.batched:
-            out = np.asarray(self.fn([p for p, _ in items], [r for _, r in items]), dtype=float)
+            out = np.asarray(self.fn([it[0] for it in items], [it[1] for it in items]), dtype=float)
             if out.shape != (len(items),):
                 raise ScorerError(f"batched function {self.name} returned shape {out.shape} for {len(items)} items")
             return out
-        return np.array([float(self.fn(p, r)) for p, r in items], dtype=float)
+        return np.array([float(self.fn(p, r)) for p, r, *_ in items], dtype=float)
 
 # %% ../nbs/06_scorers.ipynb #915c3beb
 def _read_table(path: Path) -> pd.DataFrame:
@@ -472,15 +493,33 @@ def quantization_kwargs(load_in: str, dtype, device: str) -> dict:
     return {"quantization_config": q, "device_map": {"": device}}
 
 # %% ../nbs/06_scorers.ipynb #346fb50c
-def render_chat(tokenizer, prompt: str, response: str | None = None, system: str | None = None) -> str:
-    "The conversation as text via the chat template (or a plain layout); response None → generation prompt."
-    msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+def conversation_messages(prompt: str, response: str | None = None, history: Sequence = (),
+                          system: str | None = None) -> list[dict]:
+    "The messages a model sees: [system] + earlier turns + the final user turn (+ the answer)."
+    hist = [{"role": m["role"], "content": m["content"]} for m in history]
+    head = [{"role": "system", "content": system}] if system and not (hist and hist[0]["role"] == "system") else []
+    msgs = head + hist + [{"role": "user", "content": prompt}]
     if response is not None:
         msgs.append({"role": "assistant", "content": response})
+    return msgs
+
+
+def render_messages(tokenizer, messages: list[dict], add_generation_prompt: bool = False) -> str:
+    "Messages as model text: the tokenizer's chat template, or the plain 'Role: content' layout when it has none."
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=response is None)
-    text = "".join(f"{m['role'].capitalize()}: {m['content']}\n\n" for m in msgs)
-    return text + ("Assistant:" if response is None else "")
+        try:
+            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+        except Exception as e:  # jinja's raise_exception, missing keys, ...: say which conversation in the caller
+            raise ScorerError(f"the chat template cannot render this conversation of {len(messages)} messages "
+                              f"({type(e).__name__}: {e})") from e
+    text = "".join(f"{m['role'].capitalize()}: {m['content']}\n\n" for m in messages)
+    return text + ("Assistant:" if add_generation_prompt else "")
+
+
+def render_chat(tokenizer, prompt: str, response: str | None = None, system: str | None = None,
+                history: Sequence = ()) -> str:
+    "The conversation as text via the chat template (or a plain layout); response None → generation prompt."
+    return render_messages(tokenizer, conversation_messages(prompt, response, history, system), response is None)
 
 
 def encode_text(tokenizer, text: str, offsets: bool = False):
@@ -507,13 +546,24 @@ def truncate_ids(ids: list[int], max_length: int, side: str = "left", keep_first
         return ids[:1] + ids[len(ids) - max_length + 1:], len(ids) - max_length
     return ids[len(ids) - max_length:], len(ids) - max_length
 
+
+
+def _drop_oldest_turn(history: Sequence) -> tuple[tuple, int]:
+    "History without its oldest user turn and the answer to it (a leading system message stays) → (history, n dropped)."
+    h = tuple(history)
+    head = h[:1] if h and h[0]["role"] == "system" else ()
+    rest = h[len(head):]
+    if not rest: return h, 0
+    k = 2 if len(rest) > 1 and rest[1]["role"] == "assistant" else 1
+    return head + rest[k:], k
+
 # %% ../nbs/06_scorers.ipynb #bb5e61ed
-def length_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: int | None = None) -> list[list[int]]:
-    "Indices grouped into batches of similar length, longest first."
+def length_batches(lengths: Sequence[int], batch_size: int | None, max_batch_tokens: int | None = None) -> list[list[int]]:
+    "Indices grouped into batches of similar length, longest first (batch_size None: no cap on rows)."
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     out, cur = [], []
     for i in order:
-        if cur and (len(cur) >= batch_size or
+        if cur and ((batch_size is not None and len(cur) >= batch_size) or
                     (max_batch_tokens is not None and (len(cur) + 1) * lengths[cur[0]] > max_batch_tokens)):
             out.append(cur)
             cur = []
@@ -532,6 +582,115 @@ def padding_waste(lengths: Sequence[int], batches: list[list[int]]) -> float:
 def _is_oom(e: BaseException) -> bool:
     import torch
     return isinstance(e, torch.cuda.OutOfMemoryError) or (isinstance(e, RuntimeError) and "out of memory" in str(e))
+
+# %% ../nbs/06_scorers.ipynb #6b9d4129
+CPU_TOKEN_BUDGET = 2048       # padded tokens per batch on a CPU: larger batches add memory traffic, not speed
+GPU_MEMORY_SHARE = 0.6        # share of the free device memory (after loading) that activations may use
+MAX_TOKEN_BUDGET = 1 << 20
+
+
+def activation_bytes_per_token(config, dtype_bytes: int = 2, logits: bool = False, attention_length: int = 0) -> int:
+    "A generous estimate of the peak activation bytes per token of one inference forward pass."
+    c = config.get_text_config() if hasattr(config, "get_text_config") else config
+    h = int(getattr(c, "hidden_size", 0) or getattr(c, "d_model", 0) or 1024)
+    inter = int(getattr(c, "intermediate_size", 0) or 4 * h)
+    heads = int(getattr(c, "num_attention_heads", 0) or 16)
+    per = dtype_bytes * (8 * h + 3 * inter)                 # residual stream, norms, q/k/v/o, gated MLP
+    if logits:
+        per += 3 * 4 * int(getattr(c, "vocab_size", 0) or 32000)   # float32 logits, log-softmax, gather
+    if attention_length:
+        per += 2 * dtype_bytes * heads * attention_length  # eager attention scores and probabilities
+    return per
+
+
+def auto_token_budget(model, device: str, max_length: int, logits: bool = False, dtype=None) -> tuple[int, str]:
+    "Token budget per batch from the device's free memory and the model's size: (budget, how it was chosen)."
+    import torch
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return CPU_TOKEN_BUDGET, f"fixed CPU budget ({dev.type})"
+    free, _total = torch.cuda.mem_get_info(dev)
+    dtype = dtype or next(model.parameters()).dtype
+    eager = getattr(model.config, "_attn_implementation", "sdpa") == "eager"
+    per = activation_bytes_per_token(model.config, torch.finfo(dtype).bits // 8, logits, max_length if eager else 0)
+    raw = int(GPU_MEMORY_SHARE * free / per)
+    budget = 1 << max(0, raw.bit_length() - 1) if raw > 0 else 0      # a power of two: stable across runs
+    budget = min(MAX_TOKEN_BUDGET, max(budget, 1024))     # a longer sequence still gets a batch of its own
+    return budget, (f"{GPU_MEMORY_SHARE:.0%} of {free / 2**30:.1f} GiB free on {dev} / {per / 2**10:.0f} KiB per "
+                    f"token, rounded down to a power of two")
+
+
+class BatchPlanner:
+    "Mixin of model scorers: the token budget, the batch plan and tokenizing ahead in a background thread."
+    tokenize_ahead = True      # encode announced texts in a background thread (set False to encode in series)
+    _logits_per_token = False  # causal models materialise float32 logits per token
+
+    def token_budget(self) -> int | None:
+        "Padded tokens per batch: `max_batch_tokens` when given, else resolved once from the device and model."
+        if getattr(self, "_budget", None) is None:
+            if self.max_batch_tokens is None and not hasattr(self, "device"):   # a remote server: no local budget
+                return None
+            if self.max_batch_tokens is not None:
+                self._budget, self._budget_source = int(self.max_batch_tokens), "given (max_batch_tokens)"
+            else:
+                self._budget, self._budget_source = auto_token_budget(self.model, self.device, self.max_length,
+                                                                      self._logits_per_token, self.dtype)
+        return self._budget
+
+    def plan_batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        "The batch plan for sequences of these token lengths: longest first, ≤ batch_size rows, ≤ the token budget."
+        return length_batches(lengths, self.batch_size, BatchPlanner.token_budget(self))
+
+    def batching(self) -> dict:
+        "How this scorer batches, as recorded in the manifest: row cap, token budget and where it came from."
+        budget = BatchPlanner.token_budget(self)
+        return {"batch_size": self.batch_size, "max_batch_tokens": self.max_batch_tokens, "token_budget": budget,
+                "budget_source": getattr(self, "_budget_source", "none (remote)"),
+                "device": str(getattr(self, "device", "remote"))}
+
+    def _encode_chunk(self, items: list[tuple[str, str]]) -> dict:
+        return {it: self._encode_fitting(it) for it in items}
+
+    def prefetch(self, frame, cache=None, chunk: int = 256) -> int:
+        "Start encoding the texts of a pairs frame in a background thread; returns how many were queued."
+        if not self.tokenize_ahead:
+            return 0
+        import concurrent.futures as cf
+        frame = getattr(frame, "frame", frame)
+        items = self.pair_items(frame)  # with their histories: the very keys _encodings will look up
+        pending = self.__dict__.setdefault("_pending", {})
+        items = [it for it in items if it not in pending]
+        cache = _open_cache(cache) if self.cacheable else None
+        if cache is not None and items:
+            items = [it for it, v in zip(items, cache.get_many(self.fingerprint, items)) if v is None]
+        if not items:
+            return 0
+        if getattr(self, "_encoder", None) is None:
+            self._encoder = cf.ThreadPoolExecutor(1, thread_name_prefix=f"tokenize-{self.name}")
+        for i in range(0, len(items), chunk):
+            part = items[i:i + chunk]
+            fut = self._encoder.submit(self._encode_chunk, part)
+            for it in part:
+                pending[it] = fut
+        return len(items)
+
+    def _encodings(self, items: list[tuple[str, str]]) -> list[tuple[list[int], int]]:
+        "(ids, prompt tokens) per item: taken from the background encoder when announced, else encoded now."
+        pending = self.__dict__.get("_pending") or {}
+        if not pending:
+            return [self._encode_fitting(it) for it in items]
+        out, missing = [None] * len(items), []
+        for k, it in enumerate(items):
+            fut = pending.pop(it, None)
+            if fut is None:
+                missing.append(k)
+            else:
+                out[k] = fut.result()[it]
+        if missing:   # encoded by the same worker: the tokenizer is never used by two threads at once
+            done = self._encoder.submit(self._encode_chunk, [items[k] for k in missing]).result()
+            for k in missing:
+                out[k] = done[items[k]]
+        return out
 
 # %% ../nbs/06_scorers.ipynb #e8c4bb46
 FALLBACK_MAX_LENGTH = 4096
@@ -602,11 +761,11 @@ def _model_folder(spec: str, revision: str | None) -> Path | None:
         return None
 
 
-class HFScorer(PointwiseScorer):
+class HFScorer(BatchPlanner, PointwiseScorer):
     "Shared plumbing of transformers-based scorers: loading, fingerprint, batching, OOM back-off, progress."
 
     def __init__(self, spec: str, *, name: str | None = None, device: str | None = None, dtype=None,
-                 batch_size: int = 16, max_batch_tokens: int | None = 65536, max_length: int | None = None,
+                 batch_size: int | None = None, max_batch_tokens: int | None = None, max_length: int | None = None,
                  truncation_side: str = "left", padding_side: str = "right", trust_remote_code: bool = False,
                  revision: str | None = None, full_hash_limit: int = 1 << 30, system: str | None = None,
                  load_in: str | None = None):
@@ -616,7 +775,8 @@ class HFScorer(PointwiseScorer):
         self.spec, self.revision, self.trust_remote_code = str(spec), revision, trust_remote_code
         self.device = pick_device(device)
         self.dtype = pick_dtype(dtype, self.device)
-        self.batch_size, self.max_batch_tokens = int(batch_size), max_batch_tokens
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self.max_batch_tokens = None if max_batch_tokens is None else int(max_batch_tokens)
         self.truncation_side, self.padding_side = truncation_side, padding_side
         self.requested_max_length = None if max_length is None else int(max_length)
         self.max_length = self.requested_max_length or FALLBACK_MAX_LENGTH  # set from the model in _load_model
@@ -712,9 +872,30 @@ class HFScorer(PointwiseScorer):
             out["load_in"] = self.load_in
         return out
 
-    def _encode_item(self, prompt: str, response: str) -> tuple[list[int], int]:
-        "Token ids of one item and the number of leading prompt tokens."
+    def _encode_item(self, prompt: str, response: str, history: Sequence = ()) -> tuple[list[int], int]:
+        "Token ids of one item (earlier turns + final user turn + answer) and the number of leading prompt tokens."
         raise NotImplementedError
+
+    def _where(self, item) -> str:
+        "Which row an item came from, for error messages."
+        i = getattr(self, "_item_ids", {}).get(item)
+        return f"row id {i!r}" if i is not None else f"the item with prompt {item[0][:40]!r}"
+
+    def _encode_fitting(self, item) -> tuple[list[int], int, int]:
+        "Encode an item, dropping its oldest turns (never the answer) until it fits max_length → (ids, n_prompt, dropped)."
+        p, r, hist = item[0], item[1], _history_of_item(item)
+        dropped = 0
+        while True:
+            try:
+                ids, n_prompt = self._encode_item(p, r, history=hist) if hist else self._encode_item(p, r)
+            except ScorerError as e:
+                raise ScorerError(f"{self.name}: {self._where(item)}: {e}") from e
+            if len(ids) <= self.max_length or not hist:
+                return ids, n_prompt, dropped
+            hist, k = _drop_oldest_turn(hist)
+            if not k:
+                return ids, n_prompt, dropped
+            dropped += k
 
     def _forward(self, ids, mask, pos, meta: list) -> list[float]:
         "One value per row of a padded batch."
@@ -733,10 +914,6 @@ class HFScorer(PointwiseScorer):
         pos = (mask.cumsum(1) - 1).clamp(min=0)
         return ids.to(self.device), mask.to(self.device), pos.to(self.device)
 
-    def plan_batches(self, lengths: Sequence[int]) -> list[list[int]]:
-        "The batch plan of the local path: which sequences (by index) go through the model together, in order."
-        return length_batches(lengths, self.batch_size, self.max_batch_tokens)
-
     def _run(self, seqs: list[list[int]], metas: list, progress: bool, desc: str | None = None,
              batches: list[list[int]] | None = None) -> Iterator[tuple[list[int], list[float]]]:
         "Score sequences in length-sorted batches; yields (indices, values) per batch; halves the batch on OOM."
@@ -749,7 +926,7 @@ class HFScorer(PointwiseScorer):
         self.last_report["batches"] = len(batches)
         bar = tqdm(total=len(seqs), desc=desc or self.name, disable=not progress or len(seqs) < 2, leave=False)
         queue = list(reversed(batches))
-        limit = self.batch_size
+        limit = max(map(len, batches), default=1)
         try:
             while queue:
                 b = queue.pop()
@@ -796,15 +973,16 @@ class HFScorer(PointwiseScorer):
         return len(ids), removed, answer_truncated(len(ids), start, self.max_length, self.truncation_side, bos_first)
 
     def _encode_items(self, items) -> tuple[list[list[int]], list, int]:
-        "Token ids (cut to max_length), per-item metadata and the number of truncated items."
-        seqs, metas, truncated = [], [], 0
-        for p, r in items:
-            ids, n_prompt = self._encode_item(p, r)
+        "Token ids (cut to max_length, oldest turns left out first), per-item metadata and the number of truncated items."
+        seqs, metas, truncated, turns_dropped, items_cut = [], [], 0, 0, 0
+        for ids, n_prompt, dropped in self._encodings(items):
+            turns_dropped, items_cut = turns_dropped + dropped, items_cut + bool(dropped)
             bos_first = bool(ids) and ids[0] == self.tokenizer.bos_token_id
             cut, removed = truncate_ids(ids, self.max_length, self.truncation_side, keep_first=bos_first)
             truncated += len(cut) < len(ids)
             seqs.append(cut)
             metas.append(max(1, n_prompt - removed) if self.truncation_side == "left" else min(n_prompt, len(cut)))
+        self._history_cut = (turns_dropped, items_cut)
         return seqs, metas, truncated
 
     def plan_chunks(self, todo: list) -> list[list[int]]:
@@ -819,7 +997,12 @@ class HFScorer(PointwiseScorer):
 
     def _iter_scores(self, items, progress):
         seqs, metas, truncated = self._encode_items(items)
+        turns_dropped, items_cut = self._history_cut
         self.last_report["truncated"] = truncated
+        if items_cut:
+            self.last_report.update(history_messages_dropped=turns_dropped, history_items_cut=items_cut)
+            warnings.warn(f"{self.name}: {items_cut} of {len(items)} conversations were longer than max_length="
+                          f"{self.max_length} tokens; their {turns_dropped} oldest messages were left out", stacklevel=3)
         if truncated:
             warnings.warn(f"{self.name}: {truncated} of {len(items)} texts are longer than max_length="
                           f"{self.max_length} tokens and were cut on the {self.truncation_side}; the audit "
@@ -842,8 +1025,8 @@ class DiscriminativeScorer(HFScorer):
         self.model.config.pad_token_id = self.pad_id
         self._takes_pos = "position_ids" in inspect.signature(self.model.forward).parameters
 
-    def _encode_item(self, prompt, response):
-        ids = encode_text(self.tokenizer, render_chat(self.tokenizer, prompt, response, self.system))
+    def _encode_item(self, prompt, response, history=()):
+        ids = encode_text(self.tokenizer, render_chat(self.tokenizer, prompt, response, self.system, history))
         if ids and ids[-1] == self.pad_id:
             raise ScorerError(f"{self.name}: a conversation ends in the pad token id {self.pad_id}; "
                               "the reward would be read at the wrong position")
@@ -861,14 +1044,17 @@ class DiscriminativeScorer(HFScorer):
         return out.float().reshape(len(ids), -1)[:, 0].cpu().tolist()
 
 # %% ../nbs/06_scorers.ipynb #16cb0557
-def _response_start(tokenizer, prompt: str, response: str, system: str | None) -> tuple[list[int], int]:
+def _response_start(tokenizer, prompt: str, response: str, system: str | None,
+                    history: Sequence = ()) -> tuple[list[int], int]:
     "Token ids of the conversation and the index of its first response token."
-    full = render_chat(tokenizer, prompt, response, system)
-    head = render_chat(tokenizer, prompt, None, system)
+    full = render_chat(tokenizer, prompt, response, system, history)
+    head = render_chat(tokenizer, prompt, None, system, history)
     if full.startswith(head):
         boundary = len(head)
-    else:  # templates that re-render the last turn differently: find the answer itself
+    else:  # templates that re-render earlier turns or the last turn differently: find the answer itself
         boundary = full.rfind(response) if response else len(full)
+        if boundary < 0 and response.strip():
+            boundary = full.rfind(response.strip())
         if boundary < 0:
             raise ScorerError("the chat template changes the response text; cannot tell prompt from response tokens")
     ids, offs = encode_text(tokenizer, full, offsets=True)
@@ -890,6 +1076,7 @@ def _token_logprobs(model, ids, mask, pos, takes_pos: bool):
 class DPOScorer(HFScorer):
     "DPO implicit reward β·(log π(y|x) − log π_ref(y|x)); reference-free when reference is None."
     kind = "dpo"
+    _logits_per_token = True
 
     def __init__(self, spec: str, reference: str | None = None, beta: float = 0.1, reduction: str = "sum", **kw):
         super().__init__(spec, **kw)
@@ -916,8 +1103,8 @@ class DPOScorer(HFScorer):
         ref = None if self.reference is None else self._identity_of(self.reference_spec, self.reference)
         return {"policy": self._identity_of(self.spec, self.model), "reference": ref}
 
-    def _encode_item(self, prompt, response):
-        return _response_start(self.tokenizer, prompt, response, self.system)
+    def _encode_item(self, prompt, response, history=()):
+        return _response_start(self.tokenizer, prompt, response, self.system, history)
 
     def _seq_logprob(self, model, ids, mask, pos, starts):
         lp = _token_logprobs(model, ids, mask, pos, self._takes_pos)
@@ -961,6 +1148,7 @@ VERDICT_SPELLINGS = ("{}", " {}", "[[{}]]", " [[{}]]")
 class JudgeScorer(HFScorer):
     "A generative pairwise judge read from verdict-token log-probabilities in both answer orders."
     kind = "judge"
+    _logits_per_token = True
 
     def __init__(self, spec: str, template: str = JUDGE_TEMPLATE, labels: tuple[str, str] = ("A", "B"),
                  tie_label: str | None = "C", spellings: Sequence[str] = VERDICT_SPELLINGS,
@@ -991,10 +1179,24 @@ class JudgeScorer(HFScorer):
         return {**super().settings(), "template": self.template, "labels": self.labels, "tie_label": self.tie_label,
                 "spellings": self.spellings, "min_verdict_mass": self.min_verdict_mass}
 
-    def _judge_prompt(self, prompt: str, a: str, b: str) -> list[int]:
+    def _judge_prompt(self, prompt: str, a: str, b: str, history: Sequence = ()) -> list[int]:
+        "Judge context: earlier turns as chat messages, then the judge instruction (final user turn, A, B) as the user turn."
         tie = f', or "[[{self.tie_label}]]" for a tie' if self.tie_label else ""
         text = self.template.format(prompt=prompt, a=a, b=b, tie=tie)
-        return encode_text(self.tokenizer, render_chat(self.tokenizer, text, None, self.system))
+        return encode_text(self.tokenizer, render_chat(self.tokenizer, text, None, self.system, history))
+
+    def _judge_fitting(self, pres: tuple) -> list[int]:
+        "The judge context of a presentation, dropping the oldest turns until it leaves room for the verdict."
+        hist = _history_of_item(pres[:2] + pres[3:4])
+        while True:
+            try:
+                base = self._judge_prompt(*pres[:3], history=hist) if hist else self._judge_prompt(*pres[:3])
+            except ScorerError as e:
+                raise ScorerError(f"{self.name}: {self._where(pres)}: {e}") from e
+            if len(base) + self.max_variant <= self.max_length or not hist:
+                return base
+            hist, k = _drop_oldest_turn(hist)
+            self.last_report["history_messages_dropped"] = self.last_report.get("history_messages_dropped", 0) + k
 
     def _forward(self, ids, mask, pos, meta):
         "Per row: summed log-probability of each verdict variant that continues this context."
@@ -1017,8 +1219,9 @@ class JudgeScorer(HFScorer):
     def pair_items(self, frame) -> list[tuple[str, str, str]]:
         "The unique (prompt, A, B) presentations `score_pairs` needs (both orders), in its order."
         frame = _frame_of(frame)
-        fwd = list(zip(frame["prompt"], frame["chosen"], frame["rejected"]))
-        rev = list(zip(frame["prompt"], frame["rejected"], frame["chosen"]))
+        hk = [history_key(h) for h in history_of(frame)]
+        fwd = [t + ((k,) if k else ()) for t, k in zip(zip(frame["prompt"], frame["chosen"], frame["rejected"]), hk)]
+        rev = [t + ((k,) if k else ()) for t, k in zip(zip(frame["prompt"], frame["rejected"], frame["chosen"]), hk)]
         return list(dict.fromkeys(fwd + rev))
 
     def plan_chunks(self, todo: list) -> list[list[int]]:
@@ -1041,7 +1244,7 @@ class JudgeScorer(HFScorer):
             seqs, metas, owner = [], [], []
             too_long = set()
             for i in idx:
-                base = self._judge_prompt(*presentations[i])
+                base = self._judge_fitting(presentations[i])
                 if len(base) + self.max_variant > self.max_length:
                     too_long.add(i)
                     continue
@@ -1079,8 +1282,10 @@ class JudgeScorer(HFScorer):
         from tqdm.auto import tqdm
         frame = _frame_of(frame)
         cache = _open_cache(cache)
-        fwd = list(zip(frame["prompt"], frame["chosen"], frame["rejected"]))
-        rev = list(zip(frame["prompt"], frame["rejected"], frame["chosen"]))
+        hk = [history_key(h) for h in history_of(frame)]
+        fwd = [t + ((k,) if k else ()) for t, k in zip(zip(frame["prompt"], frame["chosen"], frame["rejected"]), hk)]
+        rev = [t + ((k,) if k else ()) for t, k in zip(zip(frame["prompt"], frame["rejected"], frame["chosen"]), hk)]
+        self._item_ids = dict(zip(fwd + rev, frame["id"].astype(str).tolist() * 2))
         pres = list(dict.fromkeys(fwd + rev))
         z = dict.fromkeys(pres)
         tie = dict.fromkeys(pres)

@@ -287,6 +287,52 @@ def sign_matrix(seed, B: int, n: int) -> np.ndarray:
     return (np.concatenate(rows).astype(np.int8) * 2 - 1) if rows else np.zeros((0, n), np.int8)
 
 # %% ../nbs/01_stats.ipynb #97b9bcf4
+_LUT_MAX_K = 2           # up to this many columns, byte tables beat the float32 matrix product
+_MM_CHUNK = 128          # permutations per matrix-product chunk: the float32 0/1 block stays in the CPU cache
+_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.float64)   # 256 × 8: bit i of byte b
+
+
+def _byte_tables(Vp: np.ndarray) -> np.ndarray:
+    "Float32 tables (K × npad/8·256): entry j·256 + b sums column k's weights of items 8j…8j+7 whose bit is set in b."
+    npad, K = Vp.shape
+    lut = np.einsum("bi,gik->kgb", _BYTE_BITS, Vp.reshape(npad // 8, 8, K))
+    return np.ascontiguousarray(lut.reshape(K, -1), dtype=np.float32)
+
+
+def _lut_counts(Vp: np.ndarray, thr: np.ndarray, alternative: str, B: int, seed, n: int,
+                chunk: int | None = None) -> np.ndarray:
+    "Monte Carlo exceedance counts from packed sign bits by byte tables (one lookup per 8 items), float64 rechecks."
+    npad, K = Vp.shape
+    ng = npad // 8
+    colsum, absum = Vp.sum(axis=0), np.abs(Vp).sum(axis=0)
+    sgn = -1.0 if alternative == "less" else 1.0
+    # each entry is rounded once to float32 (at most u·Σ|v| over all bytes) and ng entries are summed in float32
+    # (at most (ng − 1)·u·Σ|v|); T = 2U − ΣV doubles it; 1.5 is slack, as in the matrix-product bound
+    bound = 2.0 * 1.5 * (ng + 2) * 2.0 ** -24 * absum + 1e-300
+    lut = _byte_tables(Vp)
+    off = np.arange(ng, dtype=np.intp) * 256
+    counts = np.zeros(K, np.int64)
+    idx = part = None
+    for words in sign_words(seed, B, n, chunk or 64):
+        c = words.shape[0]
+        if idx is None or idx.shape[0] < c:
+            idx, part = np.empty((c, ng), np.intp), np.empty((c, ng), np.float32)
+        ix, pt = idx[:c], part[:c]
+        np.add(words.view(np.uint8), off, out=ix)
+        for k in range(K):
+            np.take(lut[k], ix, out=pt)
+            T = 2.0 * pt.sum(axis=1).astype(np.float64) - colsum[k]
+            stat = np.abs(T) if alternative == "two-sided" else sgn * T
+            gap = stat - thr[k]
+            counts[k] += np.count_nonzero(gap >= bound[k])
+            r = np.flatnonzero(np.abs(gap) < bound[k])
+            if r.size:
+                T64 = (words_to_bits(words[r]).astype(np.float64) * 2 - 1) @ Vp[:, k]
+                st = np.abs(T64) if alternative == "two-sided" else sgn * T64
+                counts[k] += int(np.count_nonzero(st >= thr[k]))
+    return counts
+
+# %% ../nbs/01_stats.ipynb #9badccf7
 _ALTS = ("greater", "less", "two-sided")
 _EXACT_MAX = 40          # meet-in-the-middle keeps 2^20 x 2^20 enumerations cheap
 _HEAD = 20
@@ -348,9 +394,11 @@ def _mc_count_linear(V: np.ndarray, alternative: str, B: int, seed, chunk: int |
     # most (block depth + 2)·u·Σ|v| (|b| <= 1, plus the float32 rounding of V), doubled by T = 2U − ΣV, with slack
     depth = min(_BLOCK, npad)
     bound = 2.0 * 1.5 * (depth + 2) * 2.0 ** -24 * absum + 1e-300
+    if K <= _LUT_MAX_K:
+        return _lut_counts(Vp, thr, alternative, B, seed, n, chunk)
     counts = np.zeros(K, np.int64)
     buf = None
-    for words in sign_words(seed, B, n, chunk):
+    for words in sign_words(seed, B, n, chunk or _MM_CHUNK):
         bits = words_to_bits(words)
         if buf is None or buf.shape[0] < bits.shape[0]:
             buf = np.empty(bits.shape, np.float32)

@@ -256,7 +256,10 @@ def test_hh_transcripts(tmp_path):
     assert f["id"].tolist() == ["1", "2", "3"]
     assert f.loc[0, ["prompt", "chosen", "rejected"]].tolist() == ["How do I boil an egg?", "Simmer it for 9 minutes.",
                                                                    "Microwave it in the shell."]
-    assert f.loc[1, "prompt"] == "Human: hi\n\nAssistant: Hello!\n\nHuman: a joke?" and f.loc[1, "hh_turns"] == 2
+    # a multi-turn transcript is split into turns: the last human turn is the prompt, the earlier ones the history
+    assert f.loc[1, "prompt"] == "a joke?" and f.loc[1, "hh_turns"] == 2
+    assert f.loc[1, "history"] == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
+    assert f.loc[0, "history"] == [] and f.loc[2, "history"] == []
     assert f.loc[2, ["prompt", "chosen", "rejected"]].tolist() == ["q1", "A1\n\nHuman: q2\n\nAssistant: A2", "B1"]
     assert load_preferences(rows, subset="hh-test")["subset"].unique().tolist() == ["hh-test"]
     assert split_hh(rows[0]["chosen"], rows[0]["rejected"])[0] == "How do I boil an egg?"
