@@ -134,7 +134,7 @@ def test_cli_endpoint_audit_and_resume(rm, tmp_path):
         assert main(args) == 0
         m = json.loads((out / "manifest.json").read_text())
         assert m["scores"]["computed"] > 0
-        assert main(["audit", "--out", str(out), "--resume", "-q"]) == 0
+        assert main(["audit", "--out", str(out), "--resume", "--endpoint", server.url, "-q"]) == 0
         assert json.loads((out / "manifest.json").read_text())["scores"]["computed"] == 0
     fp = next(iter(m["models"].values()))
     assert fp["kind"] == "endpoint-rm"

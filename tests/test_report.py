@@ -42,7 +42,7 @@ def test_model_report(run_dir):
     assert rep.notebook.exists()
     assert page.count("data:image/png;base64") >= 7  # radar, 3 distributions, accuracy vs suitability, 3 subset plots
     assert "Cramér" in page and "Wilson" in page
-    for heading in ["Findings", "Risk table", "Radar charts per subset", "largest degradation",
+    for heading in ["Findings", "Risk table", "Radar charts", "largest degradation",
                     "Accuracy change versus suitability", "What the control scorers show", "Subset heterogeneity",
                     "Manifest"]:
         assert heading in page, heading
