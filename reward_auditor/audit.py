@@ -327,7 +327,8 @@ def _counts(scorer) -> dict[str, int]:
     c = getattr(scorer, "last_counts", None) or {}
     out = {"computed": int(c.get("computed", 0)), "cached": int(c.get("cached", 0))}
     r = getattr(scorer, "last_report", None) or {}
-    out.update({k: int(r[k]) for k in ("history_messages_dropped", "history_items_cut") if r.get(k)})
+    out.update({k: int(r[k]) for k in ("history_messages_dropped", "history_items_cut",
+                                          "bounded", "verdict_missing") if r.get(k)})  # chat judge: top-k readout
     return out
 
 

@@ -36,7 +36,8 @@ class CLIError(ValueError):
 
 INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
-                          "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError"})
+                          "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError",
+                          "EngineError"})  # a unit failed in the user's model or code: the message names it
 
 
 import errno as _errno
@@ -293,6 +294,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--endpoint-concurrency", type=_positive_int("endpoint concurrency"), default=S,
                    help="requests in flight at most (default 4)")
     g.add_argument("--endpoint-timeout", type=float, default=S, help="seconds per request before a retry (default 60)")
+    g.add_argument("--endpoint-api", choices=["completions", "chat"], default=S,
+                   help="judge readout over HTTP: 'completions' (vLLM /v1/completions, exact) or 'chat' (hosted "
+                        "/v1/chat/completions, a top-20 log-prob approximation; default completions)")
     g.add_argument("--api-key-env", default=S, metavar="VAR",
                    help="environment variable holding the endpoint's API key (default REWARD_AUDITOR_API_KEY); "
                         "the key itself is never written anywhere")
@@ -702,12 +706,16 @@ def make_scorers(args: dict) -> list:
 
 def make_endpoint_scorer(args: dict):
     "The endpoint scorer of --endpoint and its options (the API key stays in its environment variable)."
-    from reward_auditor.endpoints import API_KEY_ENV, EndpointJudgeScorer, EndpointRewardScorer
+    from reward_auditor.endpoints import API_KEY_ENV, EndpointChatJudgeScorer, EndpointJudgeScorer, EndpointRewardScorer
     kind = args.get("kind")
     if kind not in (None, "discriminative", "rm", "classifier", "seq-cls", "judge", "generative"):
         raise CLIError(f"--endpoint scores reward models (/classify) and judges (--kind judge, /v1/completions); "
                        f"--kind {kind} is not available over HTTP", "--kind")
     cls = EndpointJudgeScorer if kind in ("judge", "generative") else EndpointRewardScorer
+    if args.get("endpoint_api") == "chat":
+        if cls is not EndpointJudgeScorer:
+            raise CLIError("--endpoint-api chat reads a judge's verdict; add --kind judge", "--endpoint-api")
+        cls = EndpointChatJudgeScorer
     kw = {k: args[k] for k in ("batch_size", "max_length") if args.get(k) is not None}
     try:
         return cls(args["endpoint"], model=args.get("endpoint_model"),

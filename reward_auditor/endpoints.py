@@ -24,7 +24,8 @@ from .scorers import (HFScorer, JudgeScorer, PointwiseScorer, ScorerError, _load
                                     encode_text, folder_fingerprint, render_chat, truncate_ids)
 
 # %% auto #0
-__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'EndpointRewardScorer', 'EndpointJudgeScorer']
+__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'EndpointRewardScorer', 'EndpointJudgeScorer',
+           'EndpointChatJudgeScorer']
 
 # %% ../nbs/06b_endpoints.ipynb #9dc5be39
 class EndpointError(ScorerError):
@@ -297,3 +298,88 @@ class EndpointJudgeScorer(JudgeScorer):
             res[k].append(v)
         self.last_report["requests"] = self.last_report.get("requests", 0) + len(jobs)
         yield list(range(len(seqs))), res
+
+# %% ../nbs/06b_endpoints.ipynb #6af51880
+class EndpointChatJudgeScorer(EndpointJudgeScorer):
+    "A pairwise judge behind `/v1/chat/completions`: verdict log-probs from the first token's top-k list (approximate)."
+    kind = "endpoint-chat-judge"
+
+    def __init__(self, url: str, model: str | None = None, tokenizer: str | None = None, *, top_k: int = 20, **kw):
+        if not 1 <= int(top_k) <= 20:
+            raise EndpointError(f"top_k must be between 1 and 20 (the chat API's limit), got {top_k}")
+        self.top_k = int(top_k)
+        super().__init__(url, model, tokenizer, **kw)
+
+    def settings(self) -> dict:
+        return {**super().settings(), "readout": "chat/top-k approximation", "top_k": self.top_k}
+
+    def _judge_messages(self, pres: tuple) -> tuple[list[dict], int]:
+        "The chat messages of a presentation and their length in our tokens, oldest turns dropped to leave room."
+        from reward_auditor.scorers import _drop_oldest_turn, _history_of_item, conversation_messages
+        hist = _history_of_item(pres[:2] + pres[3:4])
+        tie = f', or "[[{self.tie_label}]]" for a tie' if self.tie_label else ""
+        text = self.template.format(prompt=pres[0], a=pres[1], b=pres[2], tie=tie)
+        while True:
+            try:
+                n = len(self._judge_prompt(*pres[:3], history=hist))
+            except ScorerError as e:
+                raise ScorerError(f"{self.name}: {self._where(pres)}: {e}") from e
+            if n + 1 <= self.max_length or not hist:
+                return conversation_messages(text, None, hist, self.system), n
+            hist, k = _drop_oldest_turn(hist)
+            self.last_report["history_messages_dropped"] = self.last_report.get("history_messages_dropped", 0) + k
+
+    def _top_logprobs(self, messages: list[dict]) -> list[tuple[str, float]]:
+        "(token text, log-prob) of the top-k candidates for the first generated token."
+        out = self.client.request("/v1/chat/completions", {
+            "model": self.served_model, "messages": messages, "max_tokens": 1, "temperature": 0.0,
+            "logprobs": True, "top_logprobs": self.top_k})
+        try:
+            top = out["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            listed = [(str(t["token"]), float(t["logprob"])) for t in top]
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise EndpointError(f"{self.url}/v1/chat/completions returned no top log-probabilities; the chat judge needs "
+                                "a server that honours logprobs: true and top_logprobs") from None
+        if not listed:
+            raise EndpointError(f"{self.url}/v1/chat/completions listed no candidates for top_logprobs={self.top_k}")
+        return listed
+
+    def verdict(self, listed: list[tuple[str, float]]) -> tuple[float, float, str]:
+        "(z = l_A − l_B, tie mass, 'exact' | 'bounded' | 'verdict_missing') from one top-k list."
+        floor = min(lp for _, lp in listed)  # every unlisted token has at most this log-prob
+        names = list(self.labels) + ([self.tie_label] if self.tie_label else [])
+        seen = {lab: [lp for t, lp in listed if t.strip() == lab] for lab in names}
+        a, b = self.labels
+        if not seen[a] and not seen[b]:
+            return math.nan, math.nan, "verdict_missing"
+        l = {lab: float(np.logaddexp.reduce(v)) if v else floor for lab, v in seen.items()}
+        present = [l[lab] for lab in names if seen[lab]]
+        if math.exp(float(np.logaddexp.reduce(present))) < self.min_verdict_mass:
+            return math.nan, math.nan, "verdict_missing"
+        total = float(np.logaddexp.reduce(list(l.values())))
+        tie = math.exp(l[self.tie_label] - total) if self.tie_label else 0.0
+        return l[a] - l[b], tie, "exact" if seen[a] and seen[b] else "bounded"
+
+    def presentation_scores(self, presentations):
+        "Yield (indices, z, tie mass) per chunk; one chat request per presentation, at most `concurrency` in flight."
+        for c0 in range(0, len(presentations), self.commit_every):
+            idx = list(range(c0, min(c0 + self.commit_every, len(presentations))))
+            msgs = {}
+            for i in idx:
+                m, n = self._judge_messages(presentations[i])
+                if n + 1 <= self.max_length:
+                    msgs[i] = m
+            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+                lists = dict(zip(msgs, pool.map(self._top_logprobs, msgs.values())))
+            z, tie = np.full(len(idx), np.nan), np.full(len(idx), np.nan)
+            for n, i in enumerate(idx):
+                if i in lists:
+                    z[n], tie[n], how = self.verdict(lists[i])
+                    if how != "exact":
+                        self.last_report[how] = self.last_report.get(how, 0) + 1
+            rep = self.last_report
+            rep["too_long"] = rep.get("too_long", 0) + len(idx) - len(msgs)
+            rep["requests"] = rep.get("requests", 0) + len(msgs)
+            rep.setdefault("bounded", 0), rep.setdefault("verdict_missing", 0)
+            rep["top_k"] = self.top_k
+            yield idx, z, tie

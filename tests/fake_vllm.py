@@ -1,7 +1,9 @@
 """An in-process stand-in for a vLLM server (stdlib ThreadingHTTPServer on 127.0.0.1), backed by a tiny model.
 
 It speaks the parts of vLLM's HTTP API the endpoint scorers use: `GET /v1/models`, `POST /classify` (token ids in,
-`use_activation` honoured) and `POST /v1/completions` (token-id prompt, `echo` with prompt log-probs). It counts
+`use_activation` honoured), `POST /v1/completions` (token-id prompt, `echo` with prompt log-probs) and
+`POST /v1/chat/completions` (messages rendered with the tiny model's chat template; `logprobs`/`top_logprobs` give
+the top-k candidates of the first generated token, as hosted OpenAI-compatible APIs do). It counts
 requests in flight, and can inject failures: a list of HTTP statuses to answer first, a delay, or dying after n
 requests. Every request is answered with one padded forward pass of exactly the ids it carries.
 
@@ -20,15 +22,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class FakeVLLM:
     def __init__(self, rm: str | None = None, lm: str | None = None, name: str | None = None, delay: float = 0.0,
                  fail: list[int] | None = None, die_after: int | None = None, ignore_activation: bool = False,
-                 slow_first: float = 0.0):
+                 slow_first: float = 0.0, boost: dict | None = None):
         from reward_auditor.scorers import DiscriminativeScorer, JudgeScorer
         self.rm = DiscriminativeScorer(rm, dtype="float32", device="cpu") if rm else None
         self.lm = JudgeScorer(lm, dtype="float32", device="cpu") if lm else None
         self.name = name or str(rm or lm)
         self.delay, self.fail, self.die_after = delay, list(fail or []), die_after
         self.ignore_activation, self.slow_first = ignore_activation, slow_first
+        self.boost = dict(boost or {})  # chat route only: token text → added logit (a judge that says "A" a lot)
         self.active = self.max_active = self.served = 0
         self.statuses: list[int] = []
+        self.auth: set[str] = set()  # Authorization headers received
         self.lock, self.model_lock = threading.Lock(), threading.Lock()
         fake = self
 
@@ -72,6 +76,8 @@ class FakeVLLM:
 
             def _answer(self, n, status):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if self.headers.get("Authorization"):
+                    fake.auth.add(self.headers["Authorization"])
                 if fake.die_after is not None and n >= fake.die_after:
                     threading.Thread(target=fake.close, daemon=True).start()
                     return None
@@ -86,6 +92,8 @@ class FakeVLLM:
                     return 200, fake.classify(body)
                 if self.path == "/v1/completions":
                     return 200, fake.completions(body)
+                if self.path == "/v1/chat/completions":
+                    return 200, fake.chat(body)
                 return 404, {"error": {"message": f"no route {self.path}"}}
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -122,6 +130,27 @@ class FakeVLLM:
                 "choices": [{"index": 0, "text": "", "finish_reason": "length",
                              "logprobs": {"tokens": toks, "token_logprobs": lps, "top_logprobs": None,
                                           "text_offset": []}}]}
+
+    def chat(self, body):
+        "One generated token with the top-k log-probabilities of its position (OpenAI chat layout)."
+        import torch
+        from reward_auditor.scorers import encode_text, render_messages
+        tok = self.lm.tokenizer
+        ids = encode_text(tok, render_messages(tok, body["messages"], True))
+        with self.model_lock, torch.inference_mode():
+            t = torch.tensor([ids])
+            logits = self.lm.model(input_ids=t, attention_mask=torch.ones_like(t)).logits[0, -1].double()
+            for text, add in self.boost.items():
+                logits[tok.encode(text, add_special_tokens=False)[0]] += add
+            lsm = torch.log_softmax(logits, -1)
+        k = min(int(body.get("top_logprobs") or 0), 20) if body.get("logprobs") else 0
+        vals, top = torch.topk(lsm, max(k, 1))
+        entry = lambda i, v: {"token": tok.decode([int(i)]), "logprob": float(v), "bytes": list(tok.decode([int(i)]).encode())}
+        first = entry(top[0], vals[0])
+        content = {**first, "top_logprobs": [entry(i, v) for i, v in zip(top[:k], vals[:k])]}
+        return {"id": "chatcmpl-fake", "object": "chat.completion", "model": self.name,
+                "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": first["token"]},
+                             "logprobs": {"content": [content]} if body.get("logprobs") else None}]}
 
     def close(self):
         if not self.closed:

@@ -157,3 +157,71 @@ def test_endpoint_judge_reads_exact_verdict_logprobs(tmp_path):
         np.testing.assert_allclose(got[col], want[col], rtol=0, atol=1e-4)
     assert ej.last_counts["computed"] == 0 and again["margin"].equals(got["margin"])
     assert ej.describe()["kind"] == "endpoint-judge" and "readout" in ej.settings()
+
+
+def _hub_labels(lm, pres):
+    "The two single-token labels the tiny judge most often ranks in its top 20 at the verdict position."
+    from collections import Counter
+    from reward_auditor.scorers import JudgeScorer
+    probe = JudgeScorer(lm, dtype="float32", device="cpu", tie_label=None)
+    seen, tok = Counter(), probe.tokenizer
+    with torch.inference_mode():
+        for p in pres:
+            t = torch.tensor([probe._judge_fitting(p)])
+            seen.update(torch.topk(probe.model(input_ids=t).logits[0, -1], 20).indices.tolist())
+    ok = lambda s, i: s and s.strip() == s and tok.encode(s, add_special_tokens=False) == [i]
+    return tuple([tok.decode([i]) for i, _ in seen.most_common() if ok(tok.decode([i]), i)][:2])
+
+
+def test_chat_judge_top_k_exact_where_listed_bounded_otherwise(tmp_path, monkeypatch):
+    from reward_auditor.endpoints import EndpointChatJudgeScorer, EndpointJudgeScorer
+    from reward_auditor.scorers import JudgeScorer
+    from tiny_models import tiny_lm
+    lm = str(tiny_lm(tmp_path / "judge", arch="qwen2", seed=3))
+    few = make_pairs(6, seed=1)
+    pres = JudgeScorer(lm, dtype="float32", device="cpu", tie_label=None).pair_items(few)
+    kw = dict(labels=_hub_labels(lm, pres), tie_label=None, spellings=("{}",), timeout=5.0, backoff=0.01)
+    monkeypatch.setenv("RA_TEST_KEY", "sk-chat-secret-456")
+    with FakeVLLM(lm=lm) as server:
+        (_, z_exact, _), = EndpointJudgeScorer(server.url, **kw).presentation_scores(pres)
+        wide = EndpointChatJudgeScorer(server.url, top_k=20, api_key_env="RA_TEST_KEY", **kw)
+        (_, z_wide, _), = wide.presentation_scores(pres)
+        narrow = EndpointChatJudgeScorer(server.url, top_k=2, api_key_env="RA_TEST_KEY", **kw)
+        (_, z_narrow, _), = narrow.presentation_scores(pres)
+        cache = ScoreCache(tmp_path / "c.sqlite")
+        got = narrow.score_pairs(few, cache=cache, progress=False)
+    assert server.auth == {"Bearer sk-chat-secret-456"}
+    # both labels listed: exactly the completions judge's z
+    listed = len(pres) - wide.last_report["bounded"] - wide.last_report["verdict_missing"]
+    assert listed > 0 and int((np.abs(z_wide - z_exact) < 1e-4).sum()) == listed
+    # a label pushed out of the top 2: a bound on z (same sign, no larger), counted
+    bound = np.isfinite(z_narrow) & (np.abs(z_narrow - z_exact) > 1e-4)
+    assert narrow.last_report["bounded"] == int(bound.sum()) > 0
+    assert np.all(np.sign(z_narrow[bound]) * np.sign(z_exact[bound]) >= 0)
+    assert np.all(np.abs(z_narrow[bound]) <= np.abs(z_exact[bound]) + 1e-6)
+    assert np.isnan(z_narrow[~np.isfinite(z_narrow)]).sum() == narrow.last_report["verdict_missing"]
+    assert got["margin"].notna().any() and narrow.last_report["bounded"] > 0
+    s = narrow.settings()
+    assert s["readout"] == "chat/top-k approximation" and s["top_k"] == 2
+    assert narrow.fingerprint != wide.fingerprint and narrow.kind == "endpoint-chat-judge"
+    assert "sk-chat-secret" not in json.dumps(narrow.describe()) and "sk-chat-secret" not in repr(vars(narrow))
+    assert b"sk-chat-secret" not in (tmp_path / "c.sqlite").read_bytes()
+    with pytest.raises(EndpointError, match="between 1 and 20"):
+        EndpointChatJudgeScorer("http://127.0.0.1:9", top_k=21)
+
+
+def test_cli_chat_judge_counts_in_the_manifest(tmp_path):
+    from reward_auditor.cli import main
+    from tiny_models import tiny_lm
+    lm = str(tiny_lm(tmp_path / "judge", arch="qwen2", seed=3))
+    out = tmp_path / "run"
+    with FakeVLLM(lm=lm, boost={"A": 12.0}) as server:  # "A" always listed, "B" mostly not: bounded margins
+        args = ["audit", "--data", "sample", "--endpoint", server.url, "--kind", "judge", "--endpoint-api", "chat",
+                "--perturbations", "EF,LE", "-B", "200", "--no-report", "-q", "--out", str(out)]
+        assert main(args) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    fp = next(iter(m["models"].values()))
+    assert fp["kind"] == "endpoint-chat-judge" and fp["settings"]["readout"] == "chat/top-k approximation"
+    assert fp["settings"]["top_k"] == 20
+    by = next(iter(m["scores"]["by_model"].values()))
+    assert all(0 < c.get("bounded", 0) <= c["computed"] for c in by.values())  # the bound is counted in the manifest

@@ -276,3 +276,17 @@ def test_audit_with_perturb_workers_is_byte_identical(tmp_path):
     two, _ = ra_audit.make_conditions(data, ["EF", "PH", "LE"], seed=2, workers=2)
     for n in one:
         pd.testing.assert_frame_equal(one[n].frame, two[n].frame, check_exact=True)
+
+
+def test_cli_reports_a_failing_unit_as_a_user_error(setup, tmp_path, monkeypatch, capsys):
+    "A unit that fails in the user's scorer exits 2 with one line naming the unit and its items (not 'internal error')."
+    from reward_auditor import cli
+    def fn(p, r):
+        raise ValueError("broken scorer")
+    monkeypatch.setattr(cli, "make_scorers", lambda args: [CallableScorer(fn, name="raises")])
+    monkeypatch.setattr(cli, "make_engine", lambda args: LocalEngine(unit_batches=1))
+    rc = cli.main(["audit", "--data", "sample", "--scorer", "length", "--perturbations", "EF", "-B", "200",
+                   "--no-report", "-q", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "internal error" not in err[0] and "broken scorer" in err[0] and "unit" in err[0]
