@@ -32,8 +32,8 @@ __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS',
            'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'AuditError', 'AuditSettings',
            'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions', 'resolve_scorers',
            'score_conditions', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json',
-           'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'detectability_warnings',
-           'min_attainable_p', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
+           'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
+           'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
            'style_matrices', 'audit', 'check_writable']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
@@ -532,7 +532,7 @@ def write_summaries(result, path: str | Path) -> None:
 
 # %% ../nbs/07_audit.ipynb #b94a5590
 TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_changed", "n_dropped",
-                 "change_rate", "median_edit_size", "testable", "n_truncated", "n_answer_cut",
+                 "change_rate", "median_edit_size", "n_truncated", "n_answer_cut",
                  "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
                  "ci_low", "ci_high",
@@ -715,14 +715,19 @@ def error_control(table: pd.DataFrame, settings: AuditSettings) -> tuple[dict, l
     return info, warn
 
 
+def too_few_to_test(table: pd.DataFrame) -> pd.Series:
+    "Tests that moved some scores but too few to reach significance: not `detectable`, N0 > 0 (the report's °)."
+    # a test where no score moved (N0 = 0) has nothing to find: its p = 1 is a finding (the RM ignored the change)
+    return ~table["detectable"].fillna(True).astype(bool) & (table["n_nonzero"].fillna(0) > 0)
+
+
 def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list[str]:
     "One line per family with perturbations that cannot reach significance (too few changed items)."
     out = []
     lvl = settings.alpha / 2 if settings.two_sided else settings.alpha
     for (model, subset), g in table.groupby(["model", "subset"], sort=False):
         undetectable = ~g["detectable"].astype(bool)
-        # a test where no score moved (N0 = 0) has nothing to find; the warning is about the ones that moved
-        bad = g[undetectable & (g["n_nonzero"] > 0)]
+        bad = g[too_few_to_test(g)]
         if not len(bad):
             continue
         what = ", ".join(f"{r.perturbation} (N0 = {int(r.n_nonzero)}, p >= {r.p_min:.2g})" for r in bad.itertuples())
@@ -733,11 +738,6 @@ def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list
     return out
 
 # %% ../nbs/07_audit.ipynb #58885a6d
-def min_attainable_p(n_changed) -> np.ndarray:
-    "Smallest p-value a one-tailed sign-flip test can reach with `n_changed` non-zero differences: 2^-n."
-    return np.power(2.0, -np.asarray(n_changed, float))
-
-
 def change_stats(conditions: Mapping[str, Any]) -> pd.DataFrame:
     "Per subset (and 'all') and condition: share of items changed and median edit size over the changed items."
     rows = []
@@ -759,41 +759,48 @@ def truncation_counts(scorer, original: pd.DataFrame, conditions: Mapping[str, A
     memo: dict = {}
 
     def flags(frame):
-        t, a = np.zeros(len(frame), bool), np.zeros(len(frame), bool)
+        # the scorer's own encoding, history included: a pair is truncated when tokens were cut or earlier turns
+        # were left out; `h` marks the pairs that lost turns, `a` those whose answer lost tokens
+        t, a, h = (np.zeros(len(frame), bool) for _ in range(3))
+        hists = ra_data.history_of(frame) if "history" in frame.columns else [()] * len(frame)
         for col in ("chosen", "rejected"):
-            for i, key in enumerate(zip(frame["prompt"], frame[col])):
+            for i, (p, r, hist) in enumerate(zip(frame["prompt"], frame[col], hists)):
+                key = (p, r, ra_data.history_key(hist)) if hist else (p, r)
                 if key not in memo:
-                    memo[key] = fn(*key)
-                t[i] |= memo[key][1] > 0
+                    got = tuple(fn(p, r, hist) if hist else fn(p, r))
+                    memo[key] = got + (0,) * (4 - len(got))  # a scorer without histories reports no dropped turns
+                t[i] |= memo[key][1] > 0 or memo[key][3] > 0
                 a[i] |= bool(memo[key][2])
-        return t, a
+                h[i] |= memo[key][3] > 0
+        return t, a, h
 
     try:
-        t0, a0 = flags(original)
+        t0, a0, h0 = flags(original)
     except NotImplementedError:  # scorers that read pairs in one prompt (judges) count their own way
         return None
     ids = original["id"].astype(str).to_numpy()
-    base = {"orig": (pd.Series(t0, ids), pd.Series(a0, ids))}
+    base = {"orig": tuple(pd.Series(x, ids) for x in (t0, a0, h0))}
     for name, cond in conditions.items():
         f = cond.frame
         fid = f["id"].astype(str).to_numpy()
-        t, a = base["orig"][0].reindex(fid).to_numpy(bool).copy(), base["orig"][1].reindex(fid).to_numpy(bool).copy()
+        t, a, h = (x.reindex(fid).fillna(False).to_numpy(bool).copy() for x in base["orig"])
         ch = f["changed"].to_numpy(bool)
         if ch.any():
-            tc, ac = flags(f.loc[ch])
+            tc, ac, hc = flags(f.loc[ch])
             t[ch] |= tc
             a[ch] |= ac
-        base[name] = (pd.Series(t, fid), pd.Series(a, fid))
+            h[ch] |= hc
+        base[name] = tuple(pd.Series(x, fid) for x in (t, a, h))
     sub = pd.Series(original["subset"].astype(str).to_numpy(), ids)
     cells = {}
-    for name, (t, a) in base.items():
+    for name, (t, a, h) in base.items():
         s = sub.reindex(t.index)
         for key, mask in [*((k, (s == k).to_numpy()) for k in dict.fromkeys(s)), ("all", np.ones(len(s), bool))]:
             cells.setdefault(key, {})[name] = {"truncated": int(t[mask].sum()), "answer_cut": int(a[mask].sum()),
-                                               "n": int(mask.sum())}
+                                               "history_cut": int(h[mask].sum()), "n": int(mask.sum())}
     return {"max_length": int(getattr(scorer, "max_length", 0) or 0),
             "limit": getattr(scorer, "model_limit", None), "limit_source": getattr(scorer, "limit_source", None),
-            "side": getattr(scorer, "truncation_side", None), "texts_over_limit": int(sum(v[1] > 0 for v in memo.values())),
+            "side": getattr(scorer, "truncation_side", None), "texts_over_limit": int(sum(v[1] > 0 or v[3] > 0 for v in memo.values())),
             "texts": len(memo), "cells": cells}
 
 
@@ -980,7 +987,6 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     lc = _length_changes(original, conds)
     table = table.merge(lc, on=["subset", "perturbation"], how="left")
     table = table.merge(change_stats(conds), on=["subset", "perturbation"], how="left")
-    table["testable"] = min_attainable_p(table["n_changed"].to_numpy(int)) <= settings.alpha
     tr = truncation_table(truncation)
     table = table.merge(tr, on=["model", "subset", "perturbation"], how="left") if len(tr) else \
         table.assign(n_truncated=np.nan, n_answer_cut=np.nan)
@@ -995,10 +1001,6 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     warn += truncation_warnings(truncation, scorer_objs)
     dropped = {k: v for k, v in (original.attrs.get("dropped_invalid") or {}).items() if v}
     warn += [f"--drop-invalid: {v} invalid item(s) of {k} left out" for k, v in dropped.items()]
-    untestable = table.loc[~table["testable"].astype(bool)]
-    if len(untestable):
-        warn.append(f"{len(untestable)} test(s) have too few changed items to reach p <= {settings.alpha} even "
-                    "with every sign agreeing (marked 'too few changed' in the report)")
     totals = {k: sum(c[k] for sc in score_counts.values() for c in sc.values()) for k in ("computed", "cached")}
     manifest = {
         "reward_auditor_version": package_versions()["reward_auditor"],

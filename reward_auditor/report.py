@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .audit import AuditResult
+from .audit import AuditResult, too_few_to_test
 from . import plots
 
 # %% auto #0
@@ -194,29 +194,36 @@ def truncation_html(manifest: dict) -> str:
         conds = list(next(iter(cells.values()), {}))
         head = "".join(f"<th>{esc(c)}</th>" for c in conds)
         body = "".join(f"<tr><th style='text-align:left'>{esc(sub)}</th>" + "".join(
-            f"<td>{c['truncated']}/{c['n']}" + (f" ({c['answer_cut']} answer)" if c["answer_cut"] else "") + "</td>"
+            f"<td>{c['truncated']}/{c['n']}" + (f" ({c['answer_cut']} answer)" if c["answer_cut"] else "")
+            + (f" ({c['history_cut']} turns)" if c.get("history_cut") else "") + "</td>"
             for c in (cells[sub].get(k, {"truncated": 0, "answer_cut": 0, "n": 0}) for k in conds)) + "</tr>"
                        for sub in subs)
         o = cells.get("all", {}).get("orig", {"truncated": 0, "n": 0, "answer_cut": 0})
         out.append(f"<p><b>{esc(m)}</b>: max_length {esc(t.get('max_length'))} tokens (the model's limit: "
                    f"{esc(t.get('limit'))}, {esc(t.get('limit_source'))}; cut on the {esc(t.get('side'))}); "
                    f"{o['truncated']} of {o['n']} original pairs truncated, {o['answer_cut']} of them inside an "
-                   f"answer. Pairs truncated per subset and condition (of which the cut reached an answer):</p>"
+                   f"answer" + (f", {o['history_cut']} with their oldest turns left out" if o.get("history_cut") else "")
+                   + ". Pairs truncated per subset and condition (of which the cut reached an answer; of which earlier "
+                   "turns were left out):</p>"
                    f"<table><tr><th></th>{head}</tr>{body}</table>")
     return "<details open><summary><b>Truncation</b></summary>" + "".join(out) + "</details>"
 
 
 def changes_html(table: pd.DataFrame) -> str:
     "Per perturbation and subset: items changed (share) and median edit size; cells too small to test are flagged."
-    cols = ["n", "n_changed", "change_rate", "median_edit_size", "testable"]
+    cols = ["n", "n_changed", "change_rate", "median_edit_size", "detectable", "n_nonzero"]
     if not all(c in table for c in cols):
         return ""
-    t = table.drop_duplicates(["subset", "perturbation"])[["subset", "perturbation", *cols]]
+    # one line per subset and perturbation, flagged when some model's test has too few changed items (the audit's
+    # `detectable` at the run's procedure, the same tests the CLI warning names)
+    t = (table.assign(detectable=~too_few_to_test(table))
+         .groupby(["subset", "perturbation"], sort=False)
+         .agg({**{c: "first" for c in cols[:4]}, "detectable": "all"}).reset_index())
     rows = []
     for r in t.itertuples(index=False):
         rows.append(f"<tr><td style='text-align:left'>{esc(r.perturbation)}</td><td style='text-align:left'>"
                     f"{esc(r.subset)}</td><td>{int(r.n_changed)} of {int(r.n)} ({r.change_rate:.0%})</td>"
-                    f"<td>{r.median_edit_size:g}</td><td>{'' if r.testable else 'too few changed to test °'}</td></tr>")
+                    f"<td>{r.median_edit_size:g}</td><td>{'' if r.detectable else 'too few changed to test °'}</td></tr>")
     return ("<details><summary><b>Changed items per perturbation</b> (share changed and median edit size in "
             "characters over changed items)</summary><table><tr><th>perturbation</th><th>subset</th><th>changed</th>"
             "<th>median edit</th><th></th></tr>" + "".join(rows) + "</table></details>")
@@ -273,8 +280,8 @@ def risk_display(table: pd.DataFrame) -> pd.DataFrame:
     mark = pd.Series("", index=t.index)
     if "n_truncated" in t:
         mark = mark.where(~(t["n_truncated"].fillna(0) > 0), "†")
-    if "testable" in t:
-        mark = mark + np.where(t["testable"].fillna(True).astype(bool), "", "°")
+    if "detectable" in t and "n_nonzero" in t:  # the run's procedure at every test's smallest attainable p (`p_min`)
+        mark = mark + np.where(too_few_to_test(t), "°", "")
     base = t["stars"].where(t["stars"] != "ns", "")
     t["stars"] = (base.astype(str) + mark).replace("", "ns")
     low = t["accuracy_before"].map(below_chance)

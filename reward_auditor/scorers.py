@@ -964,13 +964,15 @@ class HFScorer(BatchPlanner, PointwiseScorer):
             return 0
         return start if full == ids else 0
 
-    def truncation(self, prompt: str, response: str) -> tuple[int, int, bool]:
-        "(tokens, tokens removed by truncation, whether part of the answer was removed) for one text."
-        ids, n_prompt = self._encode_item(prompt, response)
+    def truncation(self, prompt: str, response: str, history: Sequence = ()) -> tuple[int, int, bool, int]:
+        "(tokens, tokens removed by the cut, whether part of the answer was removed, earlier messages left out) for one text."
+        # the encoding scoring uses (`_encode_fitting`): oldest turns left out first, then the token cut
+        ids, n_prompt, dropped = self._encode_fitting(_items([prompt], [response], [history])[0])
         removed = max(0, len(ids) - self.max_length)
         start = self._answer_start(prompt, response, ids, n_prompt) if removed else 0
         bos_first = bool(ids) and ids[0] == self.tokenizer.bos_token_id
-        return len(ids), removed, answer_truncated(len(ids), start, self.max_length, self.truncation_side, bos_first)
+        return (len(ids), removed, answer_truncated(len(ids), start, self.max_length, self.truncation_side, bos_first),
+                dropped)
 
     def _encode_items(self, items) -> tuple[list[list[int]], list, int]:
         "Token ids (cut to max_length, oldest turns left out first), per-item metadata and the number of truncated items."

@@ -98,6 +98,8 @@ def test_undetectable_subsets_warned_in_summary_and_report(tmp_path):
     page = _page(run)
     assert "error rate" in page and "FDR over both tails &lt;= 0.05" in page
     assert "cannot reach significance" in page
+    # one notion of untestable: the changed-items table flags the same IW tests, from `detectable`, not a column of its own
+    assert "testable" not in t.columns and "too few changed to test" in page
 
 
 def test_perturb_command(tmp_path):

@@ -378,3 +378,30 @@ def test_pairwise_family_sees_the_history(models):
         warnings.simplefilter("ignore")
         out = sc.score_pairs(frame, progress=False)
     assert out.loc[0, "margin"] != out.loc[1, "margin"]
+
+
+def test_truncation_counting_uses_the_scoring_encoding_with_history(models):
+    "`truncation` and the audit's counts see what scoring sees: a 3-turn item whose oldest turns are left out."
+    from reward_auditor.audit import truncation_counts
+    from reward_auditor.data import history_key
+    from reward_auditor.perturbations import condition_from_frame
+    from reward_auditor.scorers import DiscriminativeScorer
+    frame, hist = three_turn_frame()
+    full = DiscriminativeScorer(models["rm"])
+    n_full = len(full._encode_item("And of Italy?", "Rome.", history=hist)[0])
+    n_short = len(full._encode_item("And of Italy?", "Rome.", history=hist[2:])[0])
+    cut = DiscriminativeScorer(models["rm"], max_length=(n_full + n_short) // 2)
+    # scoring drops the first exchange (2 messages) and then fits: no token cut, answer intact
+    ids, _, dropped = cut._encode_fitting(("And of Italy?", "Rome.", history_key(hist)))
+    assert dropped == 2 and len(ids) == n_short
+    assert cut.truncation("And of Italy?", "Rome.", hist) == (n_short, 0, False, 2)
+    assert cut.truncation("And of Italy?", "Rome.") == (len(full._encode_item("And of Italy?", "Rome.")[0]), 0, False, 0)
+    # the old single-text count (history ignored) would have seen nothing here
+    assert full.truncation("And of Italy?", "Rome.", hist)[1:] == (0, False, 0)
+    pert = frame.copy()
+    pert["chosen"] = pert["chosen"] + " Indeed."
+    cond = condition_from_frame("X", frame, pert, side="response", group="stylized")
+    tr = truncation_counts(cut, frame, {"X": cond})
+    for name in ("orig", "X"):  # the multi-turn pair (c1) lost turns; the single-turn one (s1) did not
+        assert tr["cells"]["chat"][name] == {"truncated": 1, "answer_cut": 0, "history_cut": 1, "n": 2}, tr["cells"]
+    assert tr["texts_over_limit"] >= 2

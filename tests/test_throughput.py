@@ -158,7 +158,7 @@ def test_tokenizing_ahead_gives_the_same_ids_and_scores(tiny, which, kind):
     ahead = load_scorer(str(tiny[which]), kind=kind, batch_size=4)
     items = list(dict.fromkeys(zip(later["prompt"].tolist() * 2, later["chosen"].tolist() + later["rejected"].tolist())))
     assert ahead.prefetch(later) == len(items) and serial.prefetch(later) == 0
-    assert ahead._encodings(items) == [serial._encode_item(p, r) for p, r in items]      # ids identical
+    assert ahead._encodings(items) == [(*serial._encode_item(p, r), 0) for p, r in items]  # ids identical, no turns dropped
     ahead.prefetch(later)
     a = serial.score_pairs(later, progress=False)
     b = ahead.score_pairs(later, progress=False)

@@ -79,7 +79,7 @@ def test_truncation_counted_per_subset_and_perturbation_in_manifest_table_and_re
         res = audit(data, [sc], ["EF", "LE"], permutations=50, out=tmp_path / "run", progress=False)
     tr = res.manifest["truncation"]["rm"]
     assert tr["max_length"] == 64 and tr["limit"] == 512
-    assert tr["cells"]["s"]["orig"] == {"truncated": 4, "answer_cut": 4, "n": 4}    # long answers: cut inside
+    assert tr["cells"]["s"]["orig"] == {"truncated": 4, "answer_cut": 4, "history_cut": 0, "n": 4}  # long answers: cut inside
     assert tr["cells"]["t"]["orig"]["truncated"] == 0                                 # short ones: untouched
     assert tr["cells"]["t"]["LE"]["truncated"] >= 1                                   # LE makes them longer
     t = res.table.set_index(["subset", "perturbation"])
@@ -110,7 +110,9 @@ def test_changed_share_edit_size_and_untestable_cells():
     res = audit(frame(8), ["length"], ["EF", "IU"], permutations=50, progress=False)
     t = res.table.set_index("perturbation")
     assert t.loc["IU", "change_rate"] == 1.0 and t.loc["IU", "median_edit_size"] > 0
-    assert t.loc["IU", "testable"]
+    from reward_auditor.audit import too_few_to_test
+    # IU edits the prompt, which the length scorer never reads: 8 changed, N0 = 0, p = 1 is a finding, not untestable
+    assert t.loc["IU", "n_changed"] == 8 and t.loc["IU", "n_nonzero"] == 0 and not too_few_to_test(res.table).any()
     one = frame(8)
     # a condition that changes 3 items only: 2^-3 = 0.125 > 0.05, so no test could flag it
     from reward_auditor.perturbations import condition_from_frame
@@ -119,8 +121,13 @@ def test_changed_share_edit_size_and_untestable_cells():
     res2 = audit(one, ["length"], None, conditions={"X": condition_from_frame("X", one, pert, side="response",
                                                                             group="stylized")},
                  permutations=50, progress=False)
-    assert res2.table["n_changed"].iloc[0] == 3 and not res2.table["testable"].iloc[0]
-    assert any("too few changed" in w for w in res2.manifest["warnings"])
+    r = res2.table.iloc[0]
+    assert r["n_changed"] == 3 and r["n_nonzero"] == 3 and r["p_min"] == 0.125 and not r["detectable"]
+    assert "testable" not in res2.table  # one notion of untestable: `detectable`
+    assert sum("too few changed" in w for w in res2.manifest["warnings"]) == 1  # one warning, not two
+    from reward_auditor.report import changes_html, risk_display
+    assert "too few changed to test" in changes_html(res2.table) and risk_display(res2.table)["stars"].iloc[0].endswith("°")
+    assert "too few changed to test" not in changes_html(res.table)
 
 
 def test_below_chance_marked_in_findings_and_risk_table(tmp_path):
