@@ -429,7 +429,7 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
     rows = []
     for k, name in enumerate(names):
         ok = finite[:, k]
-        eff = {}
+        eff = dict.fromkeys([*EFFECT_FIELDS, "effect_size"], np.nan)  # every row has the columns, tested or not
         if testable[k]:
             e = ra_stats.effect_sizes(ra_stats.confidence(mb[ok, k], settings.scale),
                                       ra_stats.confidence(ma[ok, k], settings.scale), scale=settings.scale,

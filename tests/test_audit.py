@@ -268,3 +268,14 @@ def test_effect_ci_bca_option():
     assert r.manifest["settings"]["effect_ci"] == "bca"
     with pytest.raises(ValueError, match="effect_ci"):
         audit("sample", ["overlap"], ["LC"], permutations=100, progress=False, effect_ci="wald")
+
+
+def test_a_family_with_nothing_testable_reports_rather_than_crashes():
+    "Every margin missing (a judge that never answers, a score file with holes): rows with NaN effects, no KeyError."
+    from reward_auditor.scorers import CallableScorer
+    from reward_auditor.data import load_preferences
+    res = audit(load_preferences("sample").head(4), [CallableScorer(lambda p, r: float("nan"), name="nan")],
+                "EF,LE", seed=0, permutations=200, progress=False)
+    t = res.table
+    assert list(t["perturbation"]) == ["EF", "LE"] and (t["n"] == 0).all()
+    assert t["effect_size"].isna().all() and t["p"].isna().all() and not t["significant"].any()

@@ -21,19 +21,14 @@ from reward_auditor.cache import ScoreCache
 from reward_auditor.engines import (EngineError, LocalEngine, RayEngine, build_scorer, condition_frames, plan_units,
                                     scorer_recipe)
 from reward_auditor.scorers import CallableScorer, length_batches, load_scorer
+import tiny_models
 from tiny_models import tiny_lm, tiny_rm
 
 REPO = Path(__file__).resolve().parents[1]
-WORDS = ("the capital of france is paris and a binary search works on a sorted list of numbers while "
-         "the quick brown fox jumps over the lazy dog so please summarise this text in two sentences").split()
 
 
 def make_pairs(n=16, seed=0):
-    rng = np.random.default_rng(seed)
-    txt = lambda lo, hi: " ".join(rng.choice(WORDS, rng.integers(lo, hi)))
-    return pd.DataFrame({"id": [f"i{k}" for k in range(n)], "subset": "chat",
-                         "prompt": [txt(3, 15) + "?" for _ in range(n)],
-                         "chosen": [txt(2, 40) for _ in range(n)], "rejected": [txt(1, 30) for _ in range(n)]})
+    return tiny_models.make_pairs(n, seed)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+
+WORDS = ("the capital of france is paris and a binary search works on a sorted list of numbers while "
+         "the quick brown fox jumps over the lazy dog so please summarise this text in two sentences").split()
+
+
+def make_pairs(n: int, seed: int = 0):
+    "`n` random single-turn preference pairs (subset chat) drawn from a small vocabulary, seeded."
+    import numpy as np
+    import pandas as pd
+    rng = np.random.default_rng(seed)
+    txt = lambda lo, hi: " ".join(rng.choice(WORDS, rng.integers(lo, hi)))
+    return pd.DataFrame({"id": [f"i{k}" for k in range(n)], "subset": "chat",
+                         "prompt": [txt(3, 15) + "?" for _ in range(n)],
+                         "chosen": [txt(2, 40) for _ in range(n)], "rejected": [txt(1, 30) for _ in range(n)]})
+
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>", "<|user|>", "<|assistant|>", "<|system|>"]
 
 # A Jinja chat template in the style of common instruction models: BOS first, one marker per turn, EOS per turn.
