@@ -24,8 +24,8 @@ from .scorers import (HFScorer, JudgeScorer, PointwiseScorer, ScorerError, _load
                                     encode_text, folder_fingerprint, render_chat, truncate_ids)
 
 # %% auto #0
-__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'EndpointRewardScorer', 'EndpointJudgeScorer',
-           'EndpointChatJudgeScorer']
+__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'served_identity', 'EndpointRewardScorer',
+           'EndpointJudgeScorer', 'EndpointChatJudgeScorer']
 
 # %% ../nbs/06b_endpoints.ipynb #9dc5be39
 class EndpointError(ScorerError):
@@ -95,6 +95,13 @@ class EndpointClient:
         return list(self.request("/v1/models").get("data", []))
 
 # %% ../nbs/06b_endpoints.ipynb #b895b2a2
+def served_identity(name: str, served: dict, revision: str | None, tokenizer_spec: str) -> dict:
+    "What a served model's fingerprint names: served name, root, revision and the tokenizer we encode with."
+    tok = Path(tokenizer_spec)
+    return {"served_model": name, "root": served.get("root"), "revision": revision or served.get("revision"),
+            "tokenizer": folder_fingerprint(tok) if tok.is_dir() else tokenizer_spec}
+
+
 class EndpointRewardScorer(PointwiseScorer):
     "A one-label reward model served by vLLM's `/classify`: token ids in, raw reward (no activation) out."
     kind = "endpoint-rm"
@@ -132,10 +139,7 @@ class EndpointRewardScorer(PointwiseScorer):
                 "chat_template": bool(getattr(self.tokenizer, "chat_template", None)), "readout": "classify/raw"}
 
     def _identity(self) -> dict:
-        tok = Path(self.tokenizer_spec)
-        return {"served_model": self.model, "root": self.served.get("root"),
-                "revision": self.revision or self.served.get("revision"),
-                "tokenizer": folder_fingerprint(tok) if tok.is_dir() else self.tokenizer_spec}
+        return served_identity(self.model, self.served, self.revision, self.tokenizer_spec)
 
     def describe(self) -> dict:
         return {**super().describe(), "endpoint": self.url}
@@ -266,10 +270,7 @@ class EndpointJudgeScorer(JudgeScorer):
         return {**s, "readout": "completions/echo-logprobs"}
 
     def _identity(self) -> dict:
-        tok = Path(self.tokenizer_spec)
-        return {"served_model": self.served_model, "root": self.served.get("root"),
-                "revision": self.revision or self.served.get("revision"),
-                "tokenizer": folder_fingerprint(tok) if tok.is_dir() else self.tokenizer_spec}
+        return served_identity(self.served_model, self.served, self.revision, self.tokenizer_spec)
 
     def describe(self) -> dict:
         return {**super().describe(), "endpoint": self.url}
