@@ -94,6 +94,14 @@ class EndpointClient:
         "The served models (`GET /v1/models`)."
         return list(self.request("/v1/models").get("data", []))
 
+    def options(self) -> dict:
+        "The client's settings as keyword arguments (for rebuilding it elsewhere); the key's variable name, not the key."
+        return {"timeout": self.timeout, "retries": self.retries, "backoff": self.backoff, "api_key_env": self.api_key_env}
+
+    def needed_env(self) -> list[str]:
+        "The variables a worker must have too: the API key's variable, when it is set here."
+        return [self.api_key_env] if os.environ.get(self.api_key_env) else []
+
 # %% ../nbs/06b_endpoints.ipynb #b895b2a2
 def served_identity(name: str, served: dict, revision: str | None, tokenizer_spec: str) -> dict:
     "What a served model's fingerprint names: served name, root, revision and the tokenizer we encode with."
@@ -132,7 +140,16 @@ class EndpointRewardScorer(PointwiseScorer):
         if int(concurrency) < 1:
             raise EndpointError(f"concurrency must be at least 1, got {concurrency}")
         self.concurrency = int(concurrency)
+        self.trust_remote_code = bool(trust_remote_code)
         self._activation_checked = False
+
+    def recipe(self) -> dict:
+        "How a worker process rebuilds this scorer: URL and settings. The API key is named (its variable), never included."
+        kw = dict(model=self.model, tokenizer=self.tokenizer_spec, name=self.name, revision=self.revision,
+                  batch_size=self.batch_size, max_batch_tokens=self.max_batch_tokens, max_length=self.max_length,
+                  truncation_side=self.truncation_side, system=self.system, concurrency=self.concurrency,
+                  trust_remote_code=self.trust_remote_code, **self.client.options())
+        return {"cls": type(self), "args": [self.url], "kwargs": kw, "env": self.client.needed_env()}
 
     def settings(self) -> dict:
         return {"max_length": self.max_length, "truncation_side": self.truncation_side, "system": self.system,
@@ -191,6 +208,12 @@ class EndpointRewardScorer(PointwiseScorer):
         "One request for one planned batch."
         self.check_activation()
         return list(items), self._classify(self._encode_items(list(items))[0])
+
+    def score_chunks(self, chunks: list[list]) -> list[tuple[list, list[float]]]:
+        "Several planned batches (an engine's unit), at most `concurrency` requests in flight; results in chunk order."
+        self.check_activation()
+        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(chunks)))) as pool:
+            return list(pool.map(self.score_chunk, chunks))
 
     def _iter_scores(self, items, progress):
         "Requests for every planned batch, at most `concurrency` in flight; each result yielded (and committed) as it lands."
@@ -265,6 +288,19 @@ class EndpointJudgeScorer(JudgeScorer):
     def _load_model(self, auto_cls, spec=None):
         return _ServedModel(self.served)
 
+    _RECIPE_ARGS = ("template", "labels", "tie_label", "spellings", "confidence", "min_verdict_mass", "commit_every",
+                    "batch_size", "max_batch_tokens", "max_length", "truncation_side", "padding_side",
+                    "trust_remote_code", "full_hash_limit", "system")
+
+    def recipe(self) -> dict:
+        "How a worker process rebuilds this judge: URL and settings. The API key is named (its variable), never included."
+        kw = {a: getattr(self, a) for a in self._RECIPE_ARGS}
+        kw.update(model=self.served_model, tokenizer=self.tokenizer_spec, name=self.name, revision=self.revision,
+                  concurrency=self.concurrency, **self.client.options())
+        if hasattr(self, "top_k"):
+            kw["top_k"] = self.top_k
+        return {"cls": type(self), "args": [self.url], "kwargs": kw, "env": self.client.needed_env()}
+
     def settings(self) -> dict:
         s = {k: v for k, v in super().settings().items() if k != "dtype"}
         return {**s, "readout": "completions/echo-logprobs"}
@@ -309,10 +345,39 @@ class EndpointChatJudgeScorer(EndpointJudgeScorer):
         if not 1 <= int(top_k) <= 20:
             raise EndpointError(f"top_k must be between 1 and 20 (the chat API's limit), got {top_k}")
         self.top_k = int(top_k)
+        self._readout: dict = {}  # presentation → how its verdict was read, until it is stored
         super().__init__(url, model, tokenizer, **kw)
 
     def settings(self) -> dict:
         return {**super().settings(), "readout": "chat/top-k approximation", "top_k": self.top_k}
+
+    READOUTS = ("exact", "bounded", "verdict_missing", "too_long")  # stored as 0, 1, 2, 3 beside z and tie
+
+    def cache_keys(self, item) -> list[tuple[str, ...]]:
+        "z, tie mass and how the verdict was read: a presentation is cached only with all three."
+        return [*super().cache_keys(item), (*item, "readout")]
+
+    def stored_rows(self, done: list, z, tie) -> tuple[list, list[float]]:
+        "z and tie rows, then one readout row per presentation (its index in `READOUTS`), committed together."
+        keys, vals = super().stored_rows(done, z, tie)
+        codes = [float(self.READOUTS.index(self._readout.pop(tuple(p)))) for p in done]
+        return keys + [(*p, "readout") for p in done], vals + codes
+
+    def score_pairs(self, frame, cache=None, progress: bool = True):
+        "As the judge's; `bounded` and `verdict_missing` count every presentation of the frame, cached ones included."
+        from reward_auditor.scorers import _open_cache
+        cache = _open_cache(cache)
+        self._readout = {}
+        out = super().score_pairs(frame, cache=cache, progress=progress)
+        pres = self.pair_items(frame)
+        if cache is not None:  # just stored or found: the same counts whether this run computed them or not
+            hows = [self.READOUTS[int(c)] for c in cache.get_many(self.fingerprint, [(*p, "readout") for p in pres])]
+        else:
+            hows = [self._readout[p] for p in pres]
+        self._readout = {}
+        for how in ("bounded", "verdict_missing"):
+            self.last_report[how] = sum(h == how for h in hows)
+        return out
 
     def _judge_messages(self, pres: tuple) -> tuple[list[dict], int]:
         "The chat messages of a presentation and their length in our tokens, oldest turns dropped to leave room."
@@ -374,10 +439,12 @@ class EndpointChatJudgeScorer(EndpointJudgeScorer):
                 lists = dict(zip(msgs, pool.map(self._top_logprobs, msgs.values())))
             z, tie = np.full(len(idx), np.nan), np.full(len(idx), np.nan)
             for n, i in enumerate(idx):
+                how = "too_long"
                 if i in lists:
                     z[n], tie[n], how = self.verdict(lists[i])
                     if how != "exact":
                         self.last_report[how] = self.last_report.get(how, 0) + 1
+                self._readout[tuple(presentations[i])] = how
             rep = self.last_report
             rep["too_long"] = rep.get("too_long", 0) + len(idx) - len(msgs)
             rep["requests"] = rep.get("requests", 0) + len(msgs)

@@ -91,9 +91,12 @@ _KIND_ARGS = {"dpo": {"reference": "reference_spec", "beta": "beta", "reduction"
 
 
 def scorer_recipe(scorer) -> dict:
-    "How a worker rebuilds `scorer`: class and arguments for model scorers, the object itself otherwise."
+    "How a worker rebuilds `scorer`: class and arguments for model and endpoint scorers, the object itself otherwise."
     from reward_auditor import scorers as ra_scorers
     fp = scorer.fingerprint
+    own = getattr(scorer, "recipe", None)
+    if callable(own):  # endpoint scorers: URL and settings, and the *name* of the API key's variable
+        return {**own(), "fingerprint": fp}
     if isinstance(scorer, ra_scorers.HFScorer):
         kw = {a: getattr(scorer, a) for a in _HF_ARGS if hasattr(scorer, a)}
         kw.update({a: getattr(scorer, attr) for a, attr in _KIND_ARGS.get(scorer.kind, {}).items()})
@@ -104,25 +107,38 @@ def scorer_recipe(scorer) -> dict:
     return {"object": scorer, "fingerprint": fp}
 
 
+def _where() -> str:
+    import socket
+    return f"worker on {socket.gethostname()} (pid {os.getpid()})"
+
+
 def build_scorer(recipe: dict, device: str | None = None):
     "The scorer of a recipe, checked against the driver's fingerprint (EngineError if it differs)."
+    missing = [v for v in recipe.get("env", ()) if not os.environ.get(v)]
+    if missing:  # the driver sends the variable's name only; its value must already be on the node
+        raise EngineError(f"{_where()} has no {missing[0]} in its environment, but the driver's endpoint sends the API "
+                          f"key from it: set {missing[0]} on every node (or in Ray's runtime_env env_vars)")
     if "object" in recipe:
         scorer = recipe["object"]
+    elif "args" in recipe:  # an endpoint scorer: asks the server again what it serves
+        scorer = recipe["cls"](*recipe["args"], **recipe["kwargs"])
     else:
         scorer = recipe["cls"](recipe["spec"], device=device, **recipe["kwargs"])
     if scorer.fingerprint != recipe["fingerprint"]:
-        import socket
-        raise EngineError(f"worker on {socket.gethostname()} (pid {os.getpid()}) loaded {getattr(scorer, 'spec', scorer.name)} "
-                          f"with fingerprint {scorer.fingerprint[:12]}…, but the driver fingerprinted "
-                          f"{recipe['fingerprint'][:12]}…: the model files, revision or settings differ on this node")
+        what = f"{scorer.url} ({scorer.name})" if getattr(scorer, "url", None) else getattr(scorer, "spec", scorer.name)
+        raise EngineError(f"{_where()} loaded {what} with fingerprint {scorer.fingerprint[:12]}…, but the driver "
+                          f"fingerprinted {recipe['fingerprint'][:12]}…: the model files, revision, served model or "
+                          "settings differ on this node")
     return scorer
 
 # %% ../nbs/15_engines.ipynb #98925513
 def score_unit(scorer, chunks: list[list[tuple]]) -> tuple[list, list[float]]:
-    "Score every chunk of a unit with the scorer's own `score_chunk` → (cache keys, values)."
+    "Score every chunk of a unit with the scorer's own `score_chunk` (or `score_chunks`, concurrent) → (keys, values)."
+    chunks = [[tuple(it) for it in c] for c in chunks]
+    many = getattr(scorer, "score_chunks", None)  # endpoint scorers keep up to `concurrency` requests in flight
+    done = many(chunks) if many is not None else [scorer.score_chunk(c) for c in chunks]
     keys, vals = [], []
-    for c in chunks:
-        k, v = scorer.score_chunk([tuple(it) for it in c])
+    for k, v in done:
         keys += k
         vals += v
     return keys, vals
@@ -294,9 +310,26 @@ class RayEngine(Engine):
             fn_constructor_kwargs={"recipe": scorer_recipe(scorer),
                                    "device": None if self.gpus_per_worker > 0 else "cpu"},
             num_gpus=self.gpus_per_worker, num_cpus=self.cpus_per_worker)  # Ray Data restarts dead actors and retries
-        for row in out.iter_rows():
-            err = row["error"] or None
-            yield int(row["unit"]), [tuple(k) for k in json.loads(row["keys"])], json.loads(row["values"]), err
+        try:
+            for row in out.iter_rows():
+                err = row["error"] or None
+                yield int(row["unit"]), [tuple(k) for k in json.loads(row["keys"])], json.loads(row["values"]), err
+        except Exception as e:
+            why = _worker_start_error(e)
+            if why is None:
+                raise
+            raise EngineError(f"{scorer.name}: a Ray worker could not start: {why}") from None
+
+
+def _worker_start_error(e: BaseException) -> str | None:
+    "The error an actor raised while building its scorer (wrong fingerprint, unreachable endpoint), from Ray's report."
+    import re
+    text = str(e)
+    if "creation task" not in text and "__init__" not in text:
+        return None
+    found = re.findall(r"^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", text, flags=re.M)
+    own = [f"{k}: {m}" for k, m in found if k in ("EngineError", "ScorerError", "EndpointError", "CacheError")]
+    return (own or [f"{k}: {m}" for k, m in found] or [None])[-1]
 
 
 ENGINES = {"local": LocalEngine, "ray": RayEngine}

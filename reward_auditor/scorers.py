@@ -1235,7 +1235,11 @@ class JudgeScorer(HFScorer):
         "z and tie mass of one planned chunk → (keys, values) as `score_pairs` stores them."
         items = list(items)
         (_, zv, tv), = list(self.presentation_scores(items))
-        return [(*p, "z") for p in items] + [(*p, "tie") for p in items], [float(v) for v in [*zv, *tv]]
+        return self.stored_rows(items, zv, tv)
+
+    def stored_rows(self, done: list, z, tie) -> tuple[list, list[float]]:
+        "The cache rows of scored presentations: every key of `cache_keys`, z and tie first (subclasses add more)."
+        return [(*p, "z") for p in done] + [(*p, "tie") for p in done], [float(v) for v in [*z, *tie]]
 
     def presentation_scores(self, presentations: list[tuple[str, str, str]]
                             ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
@@ -1293,11 +1297,12 @@ class JudgeScorer(HFScorer):
         tie = dict.fromkeys(pres)
         if cache is not None:
             cache.describe(self.fingerprint, self.describe())
-            zs = cache.get_many(self.fingerprint, [(*p, "z") for p in pres])
-            ts = cache.get_many(self.fingerprint, [(*p, "tie") for p in pres])
-            for p, zv, tv in zip(pres, zs, ts):
-                if zv is not None and tv is not None:
-                    z[p], tie[p] = zv, tv
+            keys = [self.cache_keys(p) for p in pres]  # z, tie (and what a subclass stores beside them)
+            got = iter(cache.get_many(self.fingerprint, [k for ks in keys for k in ks]))
+            for p, ks in zip(pres, keys):
+                vals = [next(got) for _ in ks]
+                if all(v is not None for v in vals):
+                    z[p], tie[p] = vals[0], vals[1]
         todo = [p for p in pres if z[p] is None]
         # sort by length so chunks batch well; commit each chunk
         todo = [todo[i] for c in self.plan_chunks(todo) for i in c]
@@ -1306,8 +1311,7 @@ class JudgeScorer(HFScorer):
         for idx, zv, tv in self.presentation_scores(todo):
             done = [todo[i] for i in idx]
             if cache is not None:
-                cache.put_many(self.fingerprint, [(*p, "z") for p in done] + [(*p, "tie") for p in done],
-                               list(zv) + list(tv))
+                cache.put_many(self.fingerprint, *self.stored_rows(done, zv, tv))
             for p, a, b in zip(done, zv, tv):
                 z[p], tie[p] = float(a), float(b)
             bar.update(len(idx))

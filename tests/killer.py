@@ -3,14 +3,18 @@
 RA_KILL_AT: a piece of the target file's name (the first write to a file whose name contains it is the kill
 point). RA_KILL_MODE: `before` (die before the file is written or moved into place) or `half` (write half of
 its bytes, then die: a writer killed mid-write). Writes are seen wherever they happen: DataFrame.to_parquet,
-Path.write_text/write_bytes, and os.replace (the last step of an atomic write)."""
+Path.write_text/write_bytes, and os.replace (the last step of an atomic write).
+
+RA_KILL_AFTER_UNITS=k: instead, the process sends itself SIGKILL right after the engine committed its k-th unit
+to the score cache (a driver killed in the middle of a distributed run: no clean-up, no atexit, no finally)."""
 import os
 import pathlib
+import signal
 import sys
 
 import pandas as pd
 
-AT = os.environ["RA_KILL_AT"]
+AT = os.environ.get("RA_KILL_AT", "\0")  # "\0" never occurs in a file name: no write is a kill point
 MODE = os.environ.get("RA_KILL_MODE", "before")
 
 
@@ -73,6 +77,21 @@ pd.DataFrame.to_parquet = to_parquet
 pathlib.Path.write_text = write_text
 pathlib.Path.write_bytes = write_bytes
 os.replace = replace
+
+UNITS = int(os.environ.get("RA_KILL_AFTER_UNITS", "0"))
+if UNITS:
+    from reward_auditor import engines as _engines
+    _commit, _done = _engines.commit_unit, [0]
+
+    def commit_unit(*a, **kw):
+        n = _commit(*a, **kw)
+        _done[0] += 1
+        if _done[0] >= UNITS:
+            sys.stdout.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return n
+
+    _engines.commit_unit = commit_unit
 
 if __name__ == "__main__":
     from reward_auditor.cli import main

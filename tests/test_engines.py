@@ -236,6 +236,102 @@ def test_cli_ray_then_resume_local_computes_nothing(setup, ray_session, tmp_path
     pd.testing.assert_frame_equal(pd.read_parquet(plain / "items.parquet"), first, check_exact=True)
 
 
+def _ray_processes_end(proc, limit=300.0):
+    "Wait for `proc` while recording every process below it (Ray's GCS, raylet, workers) → those still alive 60 s on."
+    psutil = pytest.importorskip("psutil")
+    seen, t0 = {}, time.monotonic()
+    top = psutil.Process(proc.pid)
+    while proc.poll() is None and time.monotonic() - t0 < limit:
+        try:
+            for c in top.children(recursive=True):
+                seen.setdefault(c.pid, c)  # a psutil.Process knows its start time: a reused pid is not mistaken for it
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    # Ray's GCS, raylet, workers and actors share the driver's fate and go at once. Ray's two per-node agents notice
+    # the raylet's death within 2 s but then try to report it to the dead GCS and exit only ~60 s later (measured
+    # 65 s with Ray 2.60): the test does not wait for that, it ends them by pid (processes it started).
+    agents = [p for p in seen.values() if _name(p).endswith("Agent")]
+    _, alive = psutil.wait_procs([p for p in seen.values() if p not in agents], timeout=30)
+    names = [f"{p.pid} {_name(p)}" for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for p in [*alive, *agents]:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    return seen, names
+
+
+def _name(p) -> str:
+    try:
+        return p.name()
+    except Exception:  # gone already
+        return "?"
+
+
+def test_driver_killed_mid_ray_run_resumes_with_either_engine(setup, ray_session, tmp_path):
+    "SIGKILL the driver after k committed units: no Ray process outlives it, and --resume (local or Ray) computes only the rest."
+    import shutil
+    from reward_auditor.cli import main
+    common = ["--model", str(setup["rm"]), "--perturbations", "EF,LE", "-B", "200", "--device", "cpu",
+              "--dtype", "float32", "--batch-size", "4", "--no-report", "-q"]
+    plain = tmp_path / "plain"
+    assert main(["audit", "--data", "sample", *common, "--out", str(plain)]) == 0
+    total = ScoreCache(plain / "scores.sqlite").count()
+
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]), "OMP_NUM_THREADS": "1",
+           "RA_KILL_AFTER_UNITS": "3"}
+    log = open(tmp_path / "driver.log", "w")
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "killer.py"), "audit", "--data", "sample", *common,
+                             "--out", str(run), "--engine", "ray", "--workers", "1", "--unit-batches", "1"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    seen, alive = _ray_processes_end(proc)
+    log.close()
+    assert proc.returncode == -9, (tmp_path / "driver.log").read_text()[-3000:]
+    assert len(seen) >= 2 and not alive, f"Ray processes outlived the killed driver: {alive}"
+    kept = ScoreCache(run / "scores.sqlite").count()
+    assert 0 < kept < total and not (run / "items.parquet").exists()
+
+    shutil.copytree(run, tmp_path / "run2")
+    again = ["audit", "--resume", "--model", str(setup["rm"]), "-q"]
+    assert main([*again, "--out", str(run), "--engine", "local"]) == 0
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["scores"]["computed"] == total - kept
+    assert main([*again, "--out", str(tmp_path / "run2"), "--engine", "ray", "--workers", "1"]) == 0
+    m2 = json.loads((tmp_path / "run2" / "manifest.json").read_text())
+    assert m2["engine"]["by_model"]["rm"]["computed"] == total - kept and m2["scores"]["computed"] == 0
+    for d in (run, tmp_path / "run2"):
+        assert cache_rows(d / "scores.sqlite") == cache_rows(plain / "scores.sqlite")
+        for f in ("items.parquet", "results.parquet"):
+            pd.testing.assert_frame_equal(pd.read_parquet(d / f), pd.read_parquet(plain / f), check_exact=True)
+
+
+def test_ray_actor_loading_other_weights_fails_fast_naming_both_fingerprints(setup, ray_session, tmp_path):
+    "The model folder changes after the driver fingerprinted it and before the actors load it: a clear error, no scores."
+    import shutil
+    folder = tmp_path / "rm"
+    shutil.copytree(setup["rm"], folder)
+    rm = load_scorer(str(folder), batch_size=3, dtype="float32", device="cpu")
+    fp = rm.fingerprint  # the driver's fingerprint of the files as they were
+    other = tiny_rm(tmp_path / "other", seed=9)
+    for f in other.glob("*.safetensors"):
+        shutil.copy(f, folder / f.name)  # a node with other weights under the same path
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    t0 = time.monotonic()
+    with pytest.raises(EngineError) as err:
+        RayEngine(workers=1, cpus_per_worker=0.5, unit_batches=2).fill(rm, setup["pairs"], setup["conds"], cache)
+    msg = str(err.value)
+    assert time.monotonic() - t0 < 120  # fails fast: no retry loop, no hang
+    assert fp[:12] in msg and "pid" in msg and os.uname().nodename in msg
+    other_fp = load_scorer(str(folder), batch_size=3, dtype="float32", device="cpu").fingerprint
+    assert other_fp != fp and other_fp[:12] in msg
+    assert cache.count() == 0  # not one score from the wrong weights
+
+
 # --- perturbing in parallel -----------------------------------------------------------------------------------
 
 def test_perturbing_split_or_shuffled_data_equals_perturbing_the_whole():
