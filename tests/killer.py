@@ -5,8 +5,9 @@ point). RA_KILL_MODE: `before` (die before the file is written or moved into pla
 its bytes, then die: a writer killed mid-write). Writes are seen wherever they happen: DataFrame.to_parquet,
 Path.write_text/write_bytes, and os.replace (the last step of an atomic write).
 
-RA_KILL_AFTER_UNITS=k: instead, the process sends itself SIGKILL right after the engine committed its k-th unit
-to the score cache (a driver killed in the middle of a distributed run: no clean-up, no atexit, no finally)."""
+RA_KILL_AFTER_COMMITS=k: instead, the process sends itself SIGKILL right after its k-th transaction to the score
+cache (an engine commits one unit per transaction, a scorer one chunk): a driver killed in the middle of a run, with
+no clean-up, no atexit, no finally."""
 import os
 import pathlib
 import signal
@@ -78,20 +79,20 @@ pathlib.Path.write_text = write_text
 pathlib.Path.write_bytes = write_bytes
 os.replace = replace
 
-UNITS = int(os.environ.get("RA_KILL_AFTER_UNITS", "0"))
-if UNITS:
-    from reward_auditor import engines as _engines
-    _commit, _done = _engines.commit_unit, [0]
+COMMITS = int(os.environ.get("RA_KILL_AFTER_COMMITS", "0"))
+if COMMITS:
+    from reward_auditor.cache import ScoreCache
+    _put_many, _done = ScoreCache.put_many, [0]
 
-    def commit_unit(*a, **kw):
-        n = _commit(*a, **kw)
+    def put_many(self, *a, **kw):
+        n = _put_many(self, *a, **kw)
         _done[0] += 1
-        if _done[0] >= UNITS:
+        if _done[0] >= COMMITS:
             sys.stdout.flush()
             os.kill(os.getpid(), signal.SIGKILL)
         return n
 
-    _engines.commit_unit = commit_unit
+    ScoreCache.put_many = put_many
 
 if __name__ == "__main__":
     from reward_auditor.cli import main

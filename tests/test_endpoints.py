@@ -219,3 +219,53 @@ def test_cli_chat_judge_counts_in_the_manifest(tmp_path):
     assert fp["settings"]["top_k"] == 20
     by = next(iter(m["scores"]["by_model"].values()))
     assert all(0 < c.get("bounded", 0) <= c["computed"] for c in by.values())  # the bound is counted in the manifest
+
+
+def test_chat_judge_counts_cover_cached_presentations(tmp_path):
+    "bounded / verdict_missing come from a readout stored beside z and tie: a killed and resumed run reports the one-shot counts."
+    import sqlite3
+    import subprocess
+    import sys
+    from reward_auditor.cache import key_digest
+    from reward_auditor.cli import main
+    from reward_auditor.endpoints import EndpointChatJudgeScorer
+    from tiny_models import tiny_lm
+    repo = Path(__file__).resolve().parents[1]
+    lm = str(tiny_lm(tmp_path / "judge", arch="qwen2", seed=3))
+    args = lambda url, out: ["audit", "--data", "sample", "--endpoint", url, "--kind", "judge", "--endpoint-api", "chat",
+                             "--perturbations", "EF,LE", "-B", "200", "--no-report", "-q", "--out", str(out)]
+    counts = lambda out: json.loads((out / "manifest.json").read_text())["scores"]["by_model"]
+    readouts = lambda by: {m: {c: {k: v for k, v in n.items() if k in ("bounded", "verdict_missing")}
+                               for c, n in conds.items()} for m, conds in by.items()}
+    with FakeVLLM(lm=lm, boost={"A": 12.0}) as server:  # "A" always listed, "B" mostly not: bounded margins
+        assert main(args(server.url, tmp_path / "one")) == 0
+        # the same audit killed (SIGKILL) after two committed chunks of the original pairs, then resumed
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests")]), "OMP_NUM_THREADS": "1",
+               "RA_KILL_AFTER_COMMITS": "2"}
+        r = subprocess.run([sys.executable, str(repo / "tests" / "killer.py"), *args(server.url, tmp_path / "two")],
+                           env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == -9, r.stderr[-2000:]
+        kept = ScoreCache(tmp_path / "two" / "scores.sqlite").count()
+        assert kept > 0 and not (tmp_path / "two" / "items.parquet").exists()
+        assert main(["audit", "--out", str(tmp_path / "two"), "--resume", "--endpoint", server.url, "-q"]) == 0
+    one, two = counts(tmp_path / "one"), counts(tmp_path / "two")
+    assert two != one  # the resumed run computed less (part was cached) ...
+    assert readouts(two) == readouts(one)  # ... and reports the same bounded / verdict_missing counts
+    assert sum(n.get("bounded", 0) for m in one.values() for n in m.values()) > 0
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "two" / "items.parquet"),
+                                  pd.read_parquet(tmp_path / "one" / "items.parquet"), check_exact=True)
+
+    # a cache written before readouts were stored (z and tie only) still opens; those presentations are asked again
+    few = make_pairs(4, seed=1)
+    cache = ScoreCache(tmp_path / "old.sqlite")
+    with FakeVLLM(lm=lm, boost={"A": 12.0}) as server:
+        cj = EndpointChatJudgeScorer(server.url, timeout=5.0, backoff=0.01)
+        cj.score_pairs(few, cache=cache, progress=False)
+        want = {k: cj.last_report[k] for k in ("bounded", "verdict_missing")}
+        old = cj.pair_items(few)[:3]
+        con = sqlite3.connect(tmp_path / "old.sqlite")
+        con.executemany("DELETE FROM scores WHERE key=?", [(key_digest((*p, "readout")),) for p in old])
+        con.commit()
+        con.close()
+        cj.score_pairs(few, cache=cache, progress=False)
+    assert cj.last_counts["computed"] == 3 and {k: cj.last_report[k] for k in want} == want

@@ -140,7 +140,29 @@ def test_worker_with_other_weights_fails_fast(setup, tmp_path):
         build_scorer({**recipe, "spec": str(other)}, "cpu")
 
 
+def test_endpoint_recipe_names_the_key_variable_never_the_key(setup, monkeypatch):
+    "A worker rebuilds an endpoint scorer from URL and settings; the key stays in the variable the recipe names."
+    import pickle
+    from fake_vllm import FakeVLLM
+    from reward_auditor.endpoints import EndpointRewardScorer
+    monkeypatch.setenv("RA_TEST_RECIPE_KEY", "sk-recipe-secret-789")
+    with FakeVLLM(str(setup["rm"])) as server:
+        ep = EndpointRewardScorer(server.url, batch_size=3, timeout=5.0, backoff=0.01, api_key_env="RA_TEST_RECIPE_KEY")
+        recipe = scorer_recipe(ep)
+        assert b"sk-recipe-secret" not in pickle.dumps(recipe) and recipe["env"] == ["RA_TEST_RECIPE_KEY"]
+        again = build_scorer(recipe)
+        assert again.fingerprint == ep.fingerprint and again.score_chunk([("Hello?", "Hi.")])[1] == ep.score_chunk([("Hello?", "Hi.")])[1]
+        monkeypatch.delenv("RA_TEST_RECIPE_KEY")
+        with pytest.raises(EngineError, match=r"pid \d+\) has no RA_TEST_RECIPE_KEY in its environment"):
+            build_scorer(recipe)
+    assert server.auth == {"Bearer sk-recipe-secret-789"}
+
+
 # --- Ray ------------------------------------------------------------------------------------------------------
+
+# the API key of the endpoint tests reaches the workers as a user would give it: through Ray's runtime_env
+RAY_KEY = ("RA_TEST_RAY_KEY", "sk-ray-worker-secret-246")
+
 
 @pytest.fixture(scope="module")
 def ray_session():
@@ -150,7 +172,7 @@ def ray_session():
     if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
-                                           "OMP_NUM_THREADS": "1"}})
+                                           "OMP_NUM_THREADS": "1", RAY_KEY[0]: RAY_KEY[1]}})
     yield ray
     if started:
         ray.shutdown()
@@ -236,6 +258,45 @@ def test_cli_ray_then_resume_local_computes_nothing(setup, ray_session, tmp_path
     pd.testing.assert_frame_equal(pd.read_parquet(plain / "items.parquet"), first, check_exact=True)
 
 
+@pytest.mark.parametrize("which", ["rm", "judge", "chat"])
+def test_endpoint_scorers_in_ray_workers_are_bitwise_the_local_run(setup, ray_session, which, tmp_path, monkeypatch):
+    "Workers rebuild the endpoint scorer (RM /classify, completions judge, chat judge) and fill the cache bitwise."
+    from fake_vllm import FakeVLLM
+    from reward_auditor.endpoints import EndpointChatJudgeScorer, EndpointJudgeScorer, EndpointRewardScorer
+    monkeypatch.setenv(*RAY_KEY)
+    pairs, conds = setup["pairs"], setup["conds"]
+    if which != "rm":  # a judge reads both orders of every pair: fewer pairs keep the test short
+        pairs = pairs.head(6)
+        conds, _ = ra_audit.make_conditions(pairs, ["EF", "LE"], seed=0)
+    kw = dict(timeout=10.0, backoff=0.01, api_key_env=RAY_KEY[0], concurrency=2)
+    workers = 2 if which == "rm" else 1
+    served = {"rm": str(setup["rm"])} if which == "rm" else {"lm": str(setup["judge"]), "boost": {"A": 12.0}}
+    with FakeVLLM(**served) as server:
+        if which == "rm":
+            make_ep = lambda: EndpointRewardScorer(server.url, batch_size=3, **kw)
+        elif which == "judge":
+            make_ep = lambda: EndpointJudgeScorer(server.url, commit_every=5, tie_label=None, **kw)
+        else:  # "A" always among the top 20, "B" often not: bounded margins, counted
+            make_ep = lambda: EndpointChatJudgeScorer(server.url, commit_every=5, **kw)
+        local, local_counts = ra_audit.score_conditions(make_ep(), pairs, conds, cache=ScoreCache(tmp_path / "l.sqlite"))
+        server.max_active = 0
+        sc = make_ep()
+        cache = ScoreCache(tmp_path / "ray.sqlite")
+        rep = RayEngine(workers=workers, cpus_per_worker=0.5, unit_batches=2).fill(sc, pairs, conds, cache)
+        assert rep.committed == rep.units > 0 and not rep.failed
+        assert 1 <= server.max_active <= workers * 2  # each worker keeps at most `concurrency` requests in flight
+        items, counts = ra_audit.score_conditions(sc, pairs, conds, cache=cache)
+    assert sum(c["computed"] for c in counts.values()) == 0
+    pd.testing.assert_frame_equal(items, local, check_exact=True)
+    assert cache_rows(tmp_path / "ray.sqlite") == cache_rows(tmp_path / "l.sqlite")
+    strip = lambda cs: {n: {k: v for k, v in c.items() if k not in ("computed", "cached")} for n, c in cs.items()}
+    assert strip(counts) == strip(local_counts)  # bounded / verdict_missing: the same from the cache as computed
+    if which == "chat":
+        assert sum(c.get("bounded", 0) for c in counts.values()) > 0
+    assert server.auth == {f"Bearer {RAY_KEY[1]}"}  # workers sent the key, from their own environment
+    assert RAY_KEY[1].encode() not in (tmp_path / "ray.sqlite").read_bytes()
+
+
 def _ray_processes_end(proc, limit=300.0):
     "Wait for `proc` while recording every process below it (Ray's GCS, raylet, workers) → those still alive 60 s on."
     psutil = pytest.importorskip("psutil")
@@ -284,7 +345,7 @@ def test_driver_killed_mid_ray_run_resumes_with_either_engine(setup, ray_session
 
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]), "OMP_NUM_THREADS": "1",
-           "RA_KILL_AFTER_UNITS": "3"}
+           "RA_KILL_AFTER_COMMITS": "3"}
     log = open(tmp_path / "driver.log", "w")
     proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "killer.py"), "audit", "--data", "sample", *common,
                              "--out", str(run), "--engine", "ray", "--workers", "1", "--unit-batches", "1"],
