@@ -1,23 +1,28 @@
-"""Engines and endpoints: what distribution costs, as ratios against scoring in this process.
+"""Engines and endpoints: what distribution costs, against scoring in this process, robust to a noisy machine.
 
-    OMP_NUM_THREADS=1 python bench/engines.py                  # 5,000 texts, tiny random RM on CPU (built offline)
-    python bench/engines.py --texts 20000 --skip-perturb       # larger; Ray part skipped when ray is not installed
+    OMP_NUM_THREADS=1 python bench/engines.py --skip-perturb          # 5,000 and 1,000 texts, 5 interleaved repeats
+    python bench/engines.py --texts 20000 --small 4000 --repeats 5     # larger; Ray part skipped without the ray extra
 
-Measures, on the same texts and the same tiny reward model:
-1. the local engine (plan units, score them, commit each unit, then the ordinary audit read) against plain
-   `score_pairs` — the planning and commit overhead;
-2. the Ray engine with 1 and 2 actors: the fixed start-up (a fill of 8 pairs: Ray Data, actor start, model load)
-   and the marginal overhead beyond it, (T_ray − T_ray,8) / (T_local − T_local,8) − 1 (goal < 10 % at 5k texts);
-3. the endpoint scorer against a stand-in vLLM server on 127.0.0.1 (same model, same batches), concurrency 1
-   and 2, against the in-process scorer;
-4. perturbing in 2 processes against 1 (the split-safe perturbations; translation is not split).
-Every distributed result is checked bitwise against the in-process margins. On a 2-core machine expect no
-speed-up; the point is overhead and exactness. Nothing here asserts timings.
+Every configuration scores the same synthetic texts with the same tiny random reward model (built offline):
+
+- `in-process`: plain `score_pairs` with a score cache (the reference);
+- `local engine`: plan units, score them, commit each unit, then the ordinary cached read;
+- `ray, N actor(s)`: the Ray engine (actor start and model load inside every fill; `ray.init` once, timed apart);
+- `endpoint, concurrency C`: the /classify scorer against a stand-in vLLM server on 127.0.0.1 in this process
+  (the server's forward passes share the CPU with the client, as the reference's do).
+
+Noise control: the configurations run interleaved (A B C … A B C …), `--repeats` times at each of two sizes, with
+a fresh scorer and cache per run; the table gives the median and the minimum. A time is split as
+T(texts) = a + b·texts through the two sizes' medians: `a` is the fixed start-up (for Ray: actors, model load,
+Ray Data planning), `b` the cost per text. The overhead beyond start-up is b / b_in-process − 1 (goal: < 10 %),
+and the same from the minima as a cross-check. Every run is checked bitwise against the in-process margins.
+On a shared 2-core machine expect no speed-up; the point is overhead and exactness. Nothing here asserts timings.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -50,15 +55,23 @@ def timed(fn):
     return out, time.perf_counter() - t
 
 
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--texts", type=int, default=5000, help="texts to score (pairs = texts / 2)")
+    ap.add_argument("--texts", type=int, default=5000, help="texts at the large size (pairs = texts / 2)")
+    ap.add_argument("--small", type=int, default=None, help="texts at the small size (default texts / 5)")
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved repeats per configuration and size")
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--max-batch-tokens", type=int, default=4096, help="one token budget for every configuration")
     ap.add_argument("--unit-batches", type=int, default=8)
     ap.add_argument("--skip-ray", action="store_true")
     ap.add_argument("--skip-endpoint", action="store_true")
     ap.add_argument("--skip-perturb", action="store_true")
     a = ap.parse_args(argv)
+    small = a.small or a.texts // 5
     import torch
     torch.set_num_threads(1)
     from tiny_models import tiny_rm
@@ -66,62 +79,101 @@ def main(argv=None):
     from reward_auditor.engines import LocalEngine, PerturbPool, RayEngine
     from reward_auditor.scorers import DiscriminativeScorer
 
+    print(f"command: python bench/engines.py {' '.join(argv if argv is not None else sys.argv[1:])}")
+    print(f"machine: {os.cpu_count()} CPU(s), torch {torch.__version__}, load average at start {load()}")
     tmp = Path(tempfile.mkdtemp())
     rm_dir = str(tiny_rm(tmp / "rm"))
-    pairs = synthetic_pairs(a.texts // 2)
-    mk = lambda: DiscriminativeScorer(rm_dir, dtype="float32", device="cpu", batch_size=a.batch_size)
-    rows = []
+    data = {n: synthetic_pairs(n // 2) for n in (small, a.texts)}
+    mk = lambda: DiscriminativeScorer(rm_dir, dtype="float32", device="cpu", batch_size=a.batch_size,
+                                      max_batch_tokens=a.max_batch_tokens)
+    runs = [0]
 
-    sc = mk()
-    _, t_small = timed(lambda: mk().score_pairs(pairs.head(8), cache=ScoreCache(tmp / "local8.sqlite"), progress=False))
-    ref, t_local = timed(lambda: sc.score_pairs(pairs, cache=ScoreCache(tmp / "local.sqlite"), progress=False))
-    ref = ref["margin"].to_numpy()
-    print(f"in-process: {a.texts} texts in {t_local:.1f} s = {a.texts / t_local:.0f} texts/s")
-    rows.append(("in-process", t_local, t_small, True))
+    def fresh_cache():
+        runs[0] += 1
+        return ScoreCache(tmp / f"c{runs[0]}.sqlite")
 
-    def engine_run(engine, name):
-        cache = ScoreCache(tmp / f"{name}.sqlite")
-        s = mk()
-        _, t_fill = timed(lambda: engine.fill(s, pairs, {}, cache))
-        got, t_read = timed(lambda: s.score_pairs(pairs, cache=cache, progress=False))
-        return t_fill + t_read, got["margin"].to_numpy().tobytes() == ref.tobytes()
+    def in_process(pairs):
+        return mk().score_pairs(pairs, cache=fresh_cache(), progress=False)["margin"].to_numpy()
 
-    le = LocalEngine(unit_batches=a.unit_batches)
-    _, t0 = timed(lambda: le.fill(mk(), pairs.head(8), {}, ScoreCache(tmp / "le8.sqlite")))
-    t, ok = engine_run(le, "le")
-    rows.append(("local engine", t, t0, ok))
+    def with_engine(engine):
+        def run(pairs):
+            s, cache = mk(), fresh_cache()
+            engine.fill(s, pairs, {}, cache)
+            return s.score_pairs(pairs, cache=cache, progress=False)["margin"].to_numpy()
+        return run
 
+    configs = {"in-process": in_process, "local engine": with_engine(LocalEngine(unit_batches=a.unit_batches))}
+    ray = None
     if not a.skip_ray:
         try:
             import ray
-            ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False,
-                     runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"], "OMP_NUM_THREADS": "1"}})
-            for w in (1, 2):
-                eng = RayEngine(workers=w, cpus_per_worker=1 if w == 1 else 0.5, unit_batches=a.unit_batches)
-                _, t_start = timed(lambda: eng.fill(mk(), pairs.head(8), {}, ScoreCache(tmp / f"startup{w}.sqlite")))
-                t, ok = engine_run(eng, f"ray{w}")
-                rows.append((f"ray, {w} actor(s)", t, t_start, ok))
-            ray.shutdown()
+            import ray.data  # noqa: F401
         except ImportError:
+            ray = None
             print("ray is not installed: pip install 'reward_auditor[ray]' (Ray part skipped)")
-
+        if ray is not None:
+            _, t_init = timed(lambda: ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
+                                               log_to_driver=False, runtime_env={"env_vars": {
+                                                   "PYTHONPATH": os.environ["PYTHONPATH"], "OMP_NUM_THREADS": "1"}}))
+            print(f"ray.init (a local instance, once per driver): {t_init:.1f} s")
+            for w in (1, 2):
+                configs[f"ray, {w} actor(s)"] = with_engine(RayEngine(workers=w, cpus_per_worker=1 if w == 1 else 0.5,
+                                                                      unit_batches=a.unit_batches))
+    servers = []
     if not a.skip_endpoint:
         from fake_vllm import FakeVLLM
         from reward_auditor.endpoints import EndpointRewardScorer
+        server, limit = FakeVLLM(rm_dir), mk().max_length
+        servers.append(server)
         for conc in (1, 2):
-            with FakeVLLM(rm_dir) as server:
-                mk_ep = lambda: EndpointRewardScorer(server.url, batch_size=a.batch_size, concurrency=conc)
-                _, t0 = timed(lambda: mk_ep().score_pairs(pairs.head(8), progress=False))
-                got, t = timed(lambda: mk_ep().score_pairs(pairs, progress=False))
-            rows.append((f"endpoint, concurrency {conc}", t, t0, got["margin"].to_numpy().tobytes() == ref.tobytes()))
+            def endpoint(pairs, conc=conc):
+                ep = EndpointRewardScorer(server.url, batch_size=a.batch_size, max_batch_tokens=a.max_batch_tokens,
+                                          max_length=limit, concurrency=conc)  # the model's own limit, as in-process
+                return ep.score_pairs(pairs, cache=fresh_cache(), progress=False)["margin"].to_numpy()
+            configs[f"endpoint, concurrency {conc}"] = endpoint
 
-    again, t_local2 = timed(lambda: mk().score_pairs(pairs, cache=ScoreCache(tmp / "local2.sqlite"), progress=False))
-    print(f"in-process again: {t_local2:.1f} s (the spread between the two in-process runs is the noise floor)")
-    t_local = min(t_local, t_local2)
-    print(f"\n{'engine':28s} {'seconds':>8s} {'8 pairs':>8s} {'ratio':>7s} {'marginal overhead':>18s}  bitwise")
-    for name, t, t0, ok in rows:
-        beyond = (t - t0) / (t_local - t_small) - 1
-        print(f"{name:28s} {t:8.1f} {t0:8.1f} {t / t_local:7.2f} {beyond:+17.1%}  {ok}")
+    # warm-up: imports, the first model load, Ray's first actor start (not measured)
+    for fn in configs.values():
+        fn(data[small].head(8))
+    ref = {n: in_process(p).tobytes() for n, p in data.items()}
+    times = {(c, n): [] for c in configs for n in data}
+    exact = dict.fromkeys(configs, True)
+    for r in range(a.repeats):
+        for n, pairs in data.items():
+            for name, fn in configs.items():  # interleaved: A B C … then again
+                got, t = timed(lambda: fn(pairs))
+                times[name, n].append(t)
+                exact[name] &= got.tobytes() == ref[n]
+        print(f"repeat {r + 1}/{a.repeats} done, load average {load()}", flush=True)
+    for s in servers:
+        s.close()
+    if ray is not None:
+        ray.shutdown()
+
+    def fit(stat):
+        out = {}
+        for c in configs:
+            t_s, t_l = stat(times[c, small]), stat(times[c, a.texts])
+            b = (t_l - t_s) / (a.texts - small)
+            out[c] = (t_l - b * a.texts, b)
+        return out
+
+    med, mn = fit(statistics.median), fit(min)
+    b0, b0_min = med["in-process"][1], mn["in-process"][1]
+    t0 = statistics.median(times["in-process", a.texts])
+    print(f"\n{a.repeats} interleaved repeats; sizes {small} and {a.texts} texts; load average at end {load()}")
+    print(f"{'configuration':26s} {'median s':>9s} {'min s':>7s} {'x in-proc':>9s} {'start-up a':>10s} "
+          f"{'ms/text b':>9s} {'per-text overhead':>17s} {'(from minima)':>13s}  bitwise")
+    for c in configs:
+        tl = times[c, a.texts]
+        a_c, b_c = med[c]
+        print(f"{c:26s} {statistics.median(tl):9.2f} {min(tl):7.2f} {statistics.median(tl) / t0:9.2f} "
+              f"{a_c:9.2f}s {1000 * b_c:9.3f} {b_c / b0 - 1:+17.1%} {mn[c][1] / b0_min - 1:+13.1%}  {exact[c]}")
+    print(f"(median and min at {a.texts} texts; a and b from the medians at {small} and {a.texts} texts; "
+          "per-text overhead = b / b_in-process - 1)")
+    print("raw seconds per run:")
+    for (c, n), ts in times.items():
+        print(f"  {c:26s} {n:6d} texts: " + " ".join(f"{t:.2f}" for t in ts))
 
     if not a.skip_perturb:
         from reward_auditor import perturbations as pt
