@@ -527,3 +527,16 @@ def test_beaver_normaliser_from_config(folders, tmp_path):
     (folder / "config.json").write_text(json.dumps({**cfg, "do_normalize": True, "mean": [3.0], "var": [4.0]}))
     _, norm = _score(folder)
     np.testing.assert_allclose(norm["margin"], raw["margin"] / (2.0 + 1e-8), atol=1e-6)
+
+
+def test_readme_registry_table_matches_the_registry():
+    "The README's family table names exactly the families the registry (and `reward-auditor models`) lists."
+    from pathlib import Path
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    table = text[text.index("| family | example ids | recognised by | reads | needs |"):]
+    table = table[:table.index("\n\n")]
+    names = set()
+    for line in table.splitlines()[2:]:
+        names.update(n.strip() for n in line.split("|")[1].split("/"))
+    assert names == set(TESTED)
