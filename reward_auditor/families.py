@@ -26,7 +26,7 @@ __all__ = ['TEMPLATES', 'REGISTER_HINT', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_
            'conversation', 'describe_output', 'extract', 'Family', 'register', 'match_family', 'hub_weight_shapes',
            'weight_shapes', 'family_of', 'registry_table', 'head_model_class', 'LDLRewardModel', 'refuse_remote_code',
            'FamilyScorer', 'folder_hint', 'safe_rlhf_normalize', 'PairPreferenceScorer', 'check_classifier_head',
-           'load_model', 'pairrm_model_class', 'PairRMScorer']
+           'load_model', 'pairrm_conversation', 'pairrm_model_class', 'PairRMScorer']
 
 # %% ../nbs/06a_families.ipynb #ff157b5b
 def _folder(spec: str, revision: str | None = None) -> Path | None:
@@ -884,6 +884,17 @@ def load_model(spec: str, kind: str | None = None, **kw):
 PAIRRM_PREFIXES = ("<|source|>", "<|candidate1|>", "<|candidate2|>")
 
 
+def pairrm_conversation(history: Sequence[dict], prompt: str, a: str, b: str) -> tuple[str, str, str]:
+    "PairRM's multi-turn layout: the user turns as numbered '<Response i>' slots, each candidate as its own answers."
+    turns = [m for m in history if m["role"] in ("user", "assistant")]
+    users = [m["content"] for m in turns if m["role"] == "user"] + [prompt]
+    answers = [m["content"] for m in turns if m["role"] == "assistant"]
+    source = ("Finish the following coversation in each i-th turn by filling in <Response i> with your response."
+              + "\n".join(f"USER: {u}\nAssistant: <Response {i + 1}>" for i, u in enumerate(users)))
+    cand = lambda last: "\n".join(f"<Response {i + 1}>: {x}" for i, x in enumerate([*answers, last]))
+    return source, cand(a), cand(b)
+
+
 def pairrm_model_class():
     "A DeBERTa-v2 encoder with PairRM's head, read at the source and candidate prefix tokens."
     import torch
@@ -943,8 +954,10 @@ class PairRMScorer(S.JudgeScorer):
         src = min(1224, self.max_length * 1224 // 2048)
         return src, max(8, (self.max_length - n_source) // 2)
 
-    def _encode(self, prompt: str, a: str, b: str) -> list[int]:
+    def _encode(self, prompt: str, a: str, b: str, history: Sequence[dict] = ()) -> list[int]:
         tok, (s1, s2, s3) = self.tokenizer, PAIRRM_PREFIXES
+        if history:
+            prompt, a, b = pairrm_conversation(history, prompt, a, b)
         src = tok.encode(s1 + prompt, max_length=self._caps(0)[0], truncation=True)
         cap = self._caps(len(src))[1]
         return src + tok.encode(s2 + a, max_length=cap, truncation=True) + tok.encode(s3 + b, max_length=cap, truncation=True)
@@ -956,7 +969,8 @@ class PairRMScorer(S.JudgeScorer):
         "Yield (indices, z = PairRM log-odds that A beats B, tie mass 0) per chunk of (prompt, A, B)."
         for c0 in range(0, len(presentations), self.commit_every):
             idx = list(range(c0, min(c0 + self.commit_every, len(presentations))))
-            seqs = [self._encode(*presentations[i]) for i in idx]
+            seqs = [self._encode(*presentations[i][:3], S._history_of_item(presentations[i][:2] + presentations[i][3:4]))
+                    for i in idx]
             z = np.full(len(idx), np.nan)
             for b, vals in self._run(seqs, [None] * len(seqs), progress=False):
                 z[b] = vals

@@ -540,3 +540,16 @@ def test_readme_registry_table_matches_the_registry():
     for line in table.splitlines()[2:]:
         names.update(n.strip() for n in line.split("|")[1].split("/"))
     assert names == set(TESTED)
+
+
+def test_pairrm_scores_conversations_in_its_multi_turn_layout(folders):
+    "Multi-turn rows use PairRM's conversation layout (the same text for the shared turns, the answers differ)."
+    frame = FRAME.assign(history=[[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]] * 3)
+    sc, out = _score(folders["pairrm"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        conv = sc.score_pairs(frame, progress=False)
+    assert np.isfinite(conv["margin"]).all() and not np.allclose(conv["margin"], out["margin"])
+    src, a, b = F.pairrm_conversation(frame["history"][0], "Q2", "A2", "B2")
+    assert src.endswith("USER: Hi\nAssistant: <Response 1>\nUSER: Q2\nAssistant: <Response 2>")
+    assert (a, b) == ("<Response 1>: Hello!\n<Response 2>: A2", "<Response 1>: Hello!\n<Response 2>: B2")
