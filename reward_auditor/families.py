@@ -24,9 +24,9 @@ from .scorers import ScorerError
 __all__ = ['TEMPLATES', 'REGISTER_HINT', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'LM_KINDS', 'PAIRRM_PREFIXES',
            'read_config', 'checkpoint_shapes', 'folder_files', 'remote_code_files', 'turns_context', 'render_messages',
            'conversation', 'describe_output', 'extract', 'Family', 'register', 'match_family', 'hub_weight_shapes',
-           'weight_shapes', 'family_of', 'registry_table', 'head_model_class', 'LDLRewardModel', 'refuse_remote_code',
-           'FamilyScorer', 'folder_hint', 'safe_rlhf_normalize', 'PairPreferenceScorer', 'check_classifier_head',
-           'load_model', 'pairrm_conversation', 'pairrm_model_class', 'PairRMScorer']
+           'weight_shapes', 'hub_files', 'family_of', 'registry_table', 'head_model_class', 'LDLRewardModel',
+           'refuse_remote_code', 'FamilyScorer', 'folder_hint', 'safe_rlhf_normalize', 'PairPreferenceScorer',
+           'check_classifier_head', 'load_model', 'pairrm_conversation', 'pairrm_model_class', 'PairRMScorer']
 
 # %% ../nbs/06a_families.ipynb #ff157b5b
 def _folder(spec: str, revision: str | None = None) -> Path | None:
@@ -137,6 +137,7 @@ TEMPLATES: dict[str, Callable[[Sequence[dict]], str]] = {
     "inst": _inst,
     "beaver": _beaver,
     "starling-llama2": _starling_llama2,
+    "chatml": lambda ms: "\n".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>" for m in ms),
 }
 
 
@@ -213,7 +214,7 @@ class Family:
     readout: tuple[str, ...] = ("logits",)  # candidates, first present is used
     objective: int = 0                      # column read from a multi-column result
     sign: float = 1.0                       # −1 for cost models (higher cost = worse answer)
-    template: str | None = None             # None: the tokenizer's chat template; else a name in TEMPLATES
+    template: str | None = None             # None: the tokenizer's chat template; a name in TEMPLATES; "chat|<name>"
     reward_token: str | None = None         # "config:<key>" (an id in config.json), "eos", or a token string
     truncation_side: str | None = None      # the family's own side, else the scorer's
     padding_side: str | None = None         # the family's own side (a model that reads the last column needs "left")
@@ -250,6 +251,10 @@ class Family:
         "The text this family's model was trained to read for a conversation ending in the answer."
         if self.template is None:
             return render_messages(tokenizer, messages, False)
+        if self.template.startswith("chat|"):  # the tokenizer's chat template, else a named layout
+            if getattr(tokenizer, "chat_template", None):
+                return render_messages(tokenizer, messages, False)
+            return TEMPLATES[self.template.split("|", 1)[1]](messages)
         if self.template not in TEMPLATES:
             raise ScorerError(f"family {self.name}: unknown template {self.template!r}; use one of {sorted(TEMPLATES)}")
         return TEMPLATES[self.template](messages)
@@ -371,8 +376,9 @@ for _f in [
                 "token of '<s>[INST] prompt </s> [/INST] answer</s>'; trained at 2048 tokens"),
     Family("starling-rm", architectures=("LlamaForSequenceClassification", "GPTRewardModel", "LlamaModel"),
            weights=("v_head",), auto_class="head", backbone="transformer", head="v_head", max_length=2048,
-           truncation_side="left", needs=_HEAD, examples=("Nexusflow/Starling-RM-34B",),
-           note="transformer.* + v_head (no bias) read at the last token of the chat; trained at 2048 tokens"),
+           truncation_side="left", template="chat|chatml", needs=_HEAD, examples=("Nexusflow/Starling-RM-34B",),
+           note="transformer.* + v_head (no bias) read at the last token of the chat (the tokenizer's template, else "
+                "Yi-34B-Chat's ChatML); trained at 2048 tokens"),
     Family("inf-orm", architectures=("INFORMForSequenceClassification", "LlamaForSequenceClassification"),
            weights=("score.0.", "score.2."), auto_class="head", head="score", needs=_HEAD,
            examples=("infly/INF-ORM-Llama3.1-70B",), note="Linear, ReLU, Linear score head on the last token"),
@@ -445,10 +451,23 @@ def weight_shapes(spec: str, revision: str | None = None) -> dict[str, tuple[int
     return checkpoint_shapes(_folder(spec, revision)) or hub_weight_shapes(spec, revision)
 
 
+def hub_files(spec: str, revision: str | None = None) -> list[str]:
+    "File names of a hub model's repository (empty when it is a local path or the hub cannot be reached)."
+    if Path(spec).exists():
+        return []
+    try:
+        from huggingface_hub import list_repo_files
+        return sorted(list_repo_files(spec, revision=revision))
+    except Exception:
+        return []
+
+
 def family_of(spec: str, revision: str | None = None, kind: str | None = None) -> Family | None:
     "The family of a model folder or hub id, from its config.json, weight names and file names alone."
     cfg = read_config(spec, revision)
-    return match_family(cfg, list(weight_shapes(spec, revision)), folder_files(_folder(spec, revision)), kind)
+    folder = _folder(spec, revision)
+    files = folder_files(folder) if folder is not None else hub_files(spec, revision)
+    return match_family(cfg, list(weight_shapes(spec, revision)), files, kind)
 
 
 def registry_table() -> list[dict]:
@@ -598,7 +617,8 @@ class FamilyScorer(S.HFScorer):
         shapes = weight_shapes(str(spec), revision)
         if isinstance(family, str):
             family = next((f for f in FAMILIES if f.name == family), None) or _unknown_family(family)
-        family = family or match_family(self.config_dict, list(shapes), folder_files(folder))
+        family = family or match_family(self.config_dict, list(shapes),
+                                        folder_files(folder) if folder is not None else hub_files(str(spec), revision))
         if family is None:
             raise ScorerError(f"{spec}: no registered family matches its config (architectures="
                               f"{self.config_dict.get('architectures')}); " +

@@ -553,3 +553,16 @@ def test_pairrm_scores_conversations_in_its_multi_turn_layout(folders):
     src, a, b = F.pairrm_conversation(frame["history"][0], "Q2", "A2", "B2")
     assert src.endswith("USER: Hi\nAssistant: <Response 1>\nUSER: Q2\nAssistant: <Response 2>")
     assert (a, b) == ("<Response 1>: Hello!\n<Response 2>: A2", "<Response 1>: Hello!\n<Response 2>: B2")
+
+
+def test_starling_34b_without_a_chat_template_falls_back_to_chatml(folders, tmp_path):
+    import shutil
+    folder = shutil.copytree(folders["starling-rm"], tmp_path / "no-template")
+    cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    cfg.pop("chat_template", None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    sc, _ = _score(folder)
+    assert not sc.tokenizer.chat_template
+    ids, _ = sc._encode_item("Hi", "Hello")
+    assert sc.tokenizer.decode(ids).endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>")
