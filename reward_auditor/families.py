@@ -338,15 +338,11 @@ for _f in [
            examples=("LxzGordon/URM-LLaMa-3.1-8B", "LxzGordon/URM-LLaMa-3-8B"),
            note="score head gives (mean, log-variance) for 5 HelpSteer2 attributes; a gating MLP weights the means; "
                 ".logits[:, 0] is that one gated reward"),
-    Family("grm", architectures=("GRewardModel", "LlamaForCausalLMWithValueHead", "GemmaForCausalLMWithValueHead",
-                                 "Gemma2ForCausalLMWithValueHead"),
-           auto_map=("GRewardModel", "LlamaForCausalLMWithValueHead", "GemmaForCausalLMWithValueHead",
-                     "Gemma2ForCausalLMWithValueHead"),
-           readout=("index:-1", "tensor"), needs=_RC,
+    Family("grm", architectures=("*",), weights=("v_head.summary.",), readout=("index:-1", "tensor"), needs=_RC,
            examples=("Ray2333/GRM-llama3-8B-sftreg", "Ray2333/GRM-Gemma2-2B-sftreg", "Ray2333/GRM-llama3.2-3B-sftreg"),
-           note="the -sftreg value-head models: forward returns (lm_logits, loss, value) and the reward is the last "
-                "element (a bare value tensor is read too); GRM-*-rewardmodel-ft and GRM-llama3-8B-distill are plain "
-                "sequence classifiers"),
+           note="the -sftreg value-head models, told by their trl-style value head (v_head.summary.*) whatever the "
+                "class is called: forward returns (lm_logits, loss, value) and the reward is the last element (a bare "
+                "value tensor is read too); GRM-*-rewardmodel-ft and GRM-llama3-8B-distill are plain sequence classifiers"),
     Family("internlm2-reward", architectures=("InternLM2ForRewardModel",), auto_map=("InternLM2ForRewardModel",),
            auto_class="AutoModel", readout=("logits", "index:0"), reward_token="config:reward_token_id",
            padding_side="left", needs=_RC,

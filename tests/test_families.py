@@ -62,7 +62,7 @@ def _direct_remote(name, folder, pairs):
                 ids = tok(f"[INST] {p} [/INST] {r}")["input_ids"]
             else:
                 ids = tok(tok.apply_chat_template(_messages(p, r), tokenize=False), add_special_tokens=False)["input_ids"]
-            o = model(input_ids=torch.tensor([ids]))
+            o = model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long))
             v = {"armorm": lambda: o.score, "qrm": lambda: o.score, "urm": lambda: o.logits[0][0],
                  "grm": lambda: o[2], "worldpm": lambda: o[0], "eurus-rm": lambda: o}[name]()
             out.append(float(v.reshape(-1)[0]))

@@ -212,17 +212,28 @@ from torch import nn
 from transformers import LlamaModel, LlamaPreTrainedModel
 ''' + _POOL + '''
 
+class ValueHead(nn.Module):
+    # the trl-style value head of the GRM code: weights under v_head.summary.*
+    def __init__(self, hidden):
+        super().__init__()
+        self.summary = nn.Sequential(nn.Linear(hidden, 16), nn.ReLU(), nn.Linear(16, 1))
+
+    def forward(self, h):
+        return self.summary(h)
+
+
 class GRewardModel(LlamaPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.model = LlamaModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self.v_head = nn.Linear(config.hidden_size, 1, bias=False)
+        self.v_head = ValueHead(config.hidden_size)
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, **kw):
         h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return self.lm_head(h), None, self.v_head(_last(h, attention_mask))
+        value = self.v_head(h).squeeze(-1)[torch.arange(h.shape[0]), attention_mask.sum(-1) - 1]
+        return self.lm_head(h), None, value  # (lm_logits, loss, value), the reward last
 '''
 
 _INTERNLM2_CONFIG = '''from transformers import LlamaConfig
