@@ -321,11 +321,10 @@ def register(family: Family, first: bool = True) -> Family:
 
 
 _GATED = ("LlamaForRewardModelWithGating", "Gemma2ForRewardModelWithGating")
-_QRM = (*_GATED, "LlamaForRewardModelWithGating31", "LlamaForRewardModelWithGating3")
 _RC = "--trust-remote-code"
 _HEAD = "nothing (head built in)"
 for _f in [
-    Family("qrm", architectures=_QRM, auto_map=_QRM, config_keys=("num_quantiles",), readout=("score", "logits"),
+    Family("qrm", architectures=("*",), config_keys=("num_quantiles",), readout=("score", "logits"),
            needs=_RC, examples=("nicolinho/QRM-Llama3.1-8B-v2", "nicolinho/QRM-Llama3.1-8B", "nicolinho/QRM-Gemma-2-27B"),
            note="output.score = gating-weighted mean over quantiles (also in .logits); the gating reads the prompt at the "
                 "Llama-3 assistant header, so the chat template must be the model's own"),
