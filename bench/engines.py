@@ -123,12 +123,12 @@ def main(argv=None):
     if not a.skip_endpoint:
         from fake_vllm import FakeVLLM
         from reward_auditor.endpoints import EndpointRewardScorer
-        server, limit = FakeVLLM(rm_dir), mk().max_length
+        server = FakeVLLM(rm_dir)
         servers.append(server)
         for conc in (1, 2):
             def endpoint(pairs, conc=conc):
                 ep = EndpointRewardScorer(server.url, batch_size=a.batch_size, max_batch_tokens=a.max_batch_tokens,
-                                          max_length=limit, concurrency=conc)  # the model's own limit, as in-process
+                                          concurrency=conc)
                 return ep.score_pairs(pairs, cache=fresh_cache(), progress=False)["margin"].to_numpy()
             configs[f"endpoint, concurrency {conc}"] = endpoint
 

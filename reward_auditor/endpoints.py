@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .scorers import (HFScorer, JudgeScorer, PointwiseScorer, ScorerError, _load_tokenizer,
-                                    encode_text, folder_fingerprint, render_chat, truncate_ids)
+from .scorers import (FALLBACK_MAX_LENGTH, HFScorer, JudgeScorer, PointwiseScorer, ScorerError,
+                                    _load_tokenizer, encode_text, folder_fingerprint, render_chat, truncate_ids)
 
 # %% auto #0
-__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'served_identity', 'EndpointRewardScorer',
-           'EndpointJudgeScorer', 'EndpointChatJudgeScorer']
+__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'served_identity', 'served_max_length',
+           'EndpointRewardScorer', 'EndpointJudgeScorer', 'EndpointChatJudgeScorer']
 
 # %% ../nbs/06b_endpoints.ipynb #9dc5be39
 class EndpointError(ScorerError):
@@ -110,13 +110,25 @@ def served_identity(name: str, served: dict, revision: str | None, tokenizer_spe
             "tokenizer": folder_fingerprint(tok) if tok.is_dir() else tokenizer_spec}
 
 
+def served_max_length(served: dict, requested: int | None, where: str) -> int:
+    "The token limit to encode for: the request, else the server's `max_model_len`, else 4096; never above the server's."
+    limit = served.get("max_model_len")
+    limit = int(limit) if isinstance(limit, int) and limit > 0 else None
+    if requested is None:
+        return limit or FALLBACK_MAX_LENGTH
+    if limit is not None and int(requested) > limit:
+        raise EndpointError(f"max_length {requested} is more than {where} accepts (max_model_len {limit}); "
+                            f"ask for at most {limit}")
+    return int(requested)
+
+
 class EndpointRewardScorer(PointwiseScorer):
     "A one-label reward model served by vLLM's `/classify`: token ids in, raw reward (no activation) out."
     kind = "endpoint-rm"
 
     def __init__(self, url: str, model: str | None = None, tokenizer: str | None = None, *,
                  name: str | None = None, revision: str | None = None, batch_size: int = 16,
-                 max_batch_tokens: int | None = 65536, max_length: int = 4096, truncation_side: str = "left",
+                 max_batch_tokens: int | None = 65536, max_length: int | None = None, truncation_side: str = "left",
                  system: str | None = None, concurrency: int = 4, timeout: float = 60.0, retries: int = 6,
                  backoff: float = 0.5, api_key_env: str = API_KEY_ENV, trust_remote_code: bool = False):
         self.client = EndpointClient(url, api_key_env, timeout, retries, backoff)
@@ -136,7 +148,8 @@ class EndpointRewardScorer(PointwiseScorer):
         if truncation_side not in ("left", "right"):
             raise ScorerError("truncation_side must be 'left' or 'right'")
         self.batch_size, self.max_batch_tokens = int(batch_size), max_batch_tokens
-        self.max_length, self.truncation_side, self.system = int(max_length), truncation_side, system
+        self.max_length = served_max_length(self.served, max_length, f"{model} at {self.url}")  # the server's limit
+        self.truncation_side, self.system = truncation_side, system
         if int(concurrency) < 1:
             raise EndpointError(f"concurrency must be at least 1, got {concurrency}")
         self.concurrency = int(concurrency)
@@ -282,6 +295,7 @@ class EndpointJudgeScorer(JudgeScorer):
             raise EndpointError(f"concurrency must be at least 1, got {concurrency}")
         self.concurrency = int(concurrency)
         self.tokenizer_spec = str(tokenizer or self.served.get("root") or self.served_model)
+        kw["max_length"] = served_max_length(self.served, kw.get("max_length"), f"{self.served_model} at {self.url}")
         super().__init__(self.tokenizer_spec, name=name or Path(self.served_model.rstrip("/")).name,
                          device="cpu", dtype="float32", revision=revision, **kw)
 

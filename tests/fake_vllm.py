@@ -27,6 +27,7 @@ class FakeVLLM:
         self.rm = DiscriminativeScorer(rm, dtype="float32", device="cpu") if rm else None
         self.lm = JudgeScorer(lm, dtype="float32", device="cpu") if lm else None
         self.name = name or str(rm or lm)
+        self.max_model_len = (self.rm or self.lm).max_length  # the model's own limit, as vLLM reports it
         self.delay, self.fail, self.die_after = delay, list(fail or []), die_after
         self.ignore_activation, self.slow_first = ignore_activation, slow_first
         self.boost = dict(boost or {})  # chat route only: token text → added logit (a judge that says "A" a lot)
@@ -55,7 +56,7 @@ class FakeVLLM:
                 if self.path != "/v1/models":
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 self._send(200, {"object": "list", "data": [{"id": fake.name, "object": "model", "root": fake.name,
-                                                             "max_model_len": 4096}]})
+                                                             "max_model_len": fake.max_model_len}]})
 
             def do_POST(self):
                 with fake.lock:

@@ -218,7 +218,9 @@ def test_cli_chat_judge_counts_in_the_manifest(tmp_path):
     assert fp["kind"] == "endpoint-chat-judge" and fp["settings"]["readout"] == "chat/top-k approximation"
     assert fp["settings"]["top_k"] == 20
     by = next(iter(m["scores"]["by_model"].values()))
-    assert all(0 < c.get("bounded", 0) <= c["computed"] for c in by.values())  # the bound is counted in the manifest
+    assert all(c.get("bounded", 0) <= c["computed"] + c["cached"] for c in by.values())
+    assert by["orig"]["bounded"] > 0 and by["EF"]["bounded"] > 0  # the bound is counted in the manifest
+    # (LE's longer answers exceed the tiny judge's 512 tokens, the limit the server reports: too long, not bounded)
 
 
 def test_chat_judge_counts_cover_cached_presentations(tmp_path):
