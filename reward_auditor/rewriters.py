@@ -249,7 +249,11 @@ def apertium_pipeline(pair: str, exe: str) -> list[list[str]]:
     if mode is None or tool is None:
         raise MissingResourceError(f"apertium's mode file for {pair!r} or `apertium-wblank-mode` was not found (apertium "
                                    f"3.8 or later is needed); on Debian/Ubuntu run `{APERTIUM_INSTALL}`")
-    text = subprocess.run([tool, "-z", str(mode)], capture_output=True, text=True, timeout=60, check=True).stdout
+    try:
+        text = subprocess.run([tool, "-z", str(mode)], capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise MissingResourceError(f"apertium's mode file {mode} could not be read ({e}); reinstall with "
+                                   f"`{APERTIUM_INSTALL}`") from None
     lex = shlex.shlex(text.replace("$1", "-n").replace("$2", ""), posix=True, punctuation_chars="|")
     lex.whitespace_split = True
     stages, cur = [], []
