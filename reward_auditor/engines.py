@@ -327,7 +327,6 @@ def _perturb_part(part: pd.DataFrame, name: str, seed: int, options: dict):
 
 class PerturbPool:
     "Perturb a frame in parts across worker processes; conditions byte-identical to `perturbations.perturb`."
-    name = "processes"
 
     def __init__(self, workers: int | None = None, min_items: int = 64):
         self.workers = max(1, int(workers or os.cpu_count() or 1))
@@ -394,7 +393,6 @@ class RayPerturbPool(PerturbPool):
     Each part is one task (`num_cpus=cpus_per_part`); Ray retries a task whose worker died. Model rewriters
     (the `-model` perturbations) stay unsplit in the driver, as in `PerturbPool`: they batch generation, and
     the padding of a batch can change a greedy continuation, so a split could change a text."""
-    name = "ray"
 
     def __init__(self, address: str | None = None, workers: int | None = None, min_items: int = 64,
                  cpus_per_part: float = 1.0):

@@ -108,7 +108,9 @@ def test_ray_split_conditions_equal_the_whole(ray_session):
     for n in names:
         a = split[n].frame.set_index("id").loc[whole[n].frame["id"]].reset_index()
         pd.testing.assert_frame_equal(a, whole[n].frame, check_exact=True)
-        assert {k: v for k, v in split[n].record.items()} == whole[n].record
+        assert split[n].record == whole[n].record
+    with pytest.raises(P.PerturbationError, match="rate"):  # the perturbation's own error, not Ray's wrapper
+        pool.perturb(data, ["EF"], seed=11, rate=2.0)
 
 
 def test_ray_engine_perturbs_with_ray_tasks(ray_session, tmp_path, monkeypatch):
