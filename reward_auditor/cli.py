@@ -268,8 +268,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kind", default=S,
                    help="model family for --model: discriminative (a sequence-classification reward model; detected "
                         "from the config), dpo (a policy's implicit reward, with --reference), judge (a generative "
-                        "pairwise judge) or pairwise (a causal LM trained to pick A or B; `reward-auditor models` lists "
-                        "the recognised families)")
+                        "pairwise judge), pairwise (a causal LM trained to pick A or B) or lm-reward (a causal LM whose "
+                        "reward is a next-token logit, e.g. Nemotron-70B-Reward-HF; `reward-auditor models` lists the "
+                        "recognised families)")
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
     g.add_argument("--dtype", default=S, help="float32, bfloat16, float16 (default: by device)")
     g.add_argument("--batch-size", type=_positive_int("batch size"), default=S,

@@ -21,11 +21,12 @@ from . import scorers as S
 from .scorers import ScorerError
 
 # %% auto #0
-__all__ = ['TEMPLATES', 'REGISTER_HINT', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'PAIRRM_PREFIXES', 'read_config',
-           'checkpoint_shapes', 'remote_code_files', 'render_messages', 'conversation', 'describe_output', 'extract',
-           'Family', 'register', 'match_family', 'hub_weight_shapes', 'weight_shapes', 'family_of', 'registry_table',
-           'head_model_class', 'refuse_remote_code', 'FamilyScorer', 'PairPreferenceScorer', 'check_classifier_head',
-           'load_model', 'pairrm_model_class', 'PairRMScorer']
+__all__ = ['TEMPLATES', 'REGISTER_HINT', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'LM_KINDS', 'PAIRRM_PREFIXES',
+           'read_config', 'checkpoint_shapes', 'folder_files', 'remote_code_files', 'turns_context', 'render_messages',
+           'conversation', 'describe_output', 'extract', 'Family', 'register', 'match_family', 'hub_weight_shapes',
+           'weight_shapes', 'hub_files', 'family_of', 'registry_table', 'head_model_class', 'LDLRewardModel',
+           'refuse_remote_code', 'FamilyScorer', 'folder_hint', 'safe_rlhf_normalize', 'PairPreferenceScorer',
+           'check_classifier_head', 'load_model', 'pairrm_conversation', 'pairrm_model_class', 'PairRMScorer']
 
 # %% ../nbs/06a_families.ipynb #ff157b5b
 def _folder(spec: str, revision: str | None = None) -> Path | None:
@@ -62,8 +63,8 @@ def checkpoint_shapes(folder: str | os.PathLike | None) -> dict[str, tuple[int, 
         except (OSError, ValueError, struct.error):
             continue
         out.update({k: tuple(v["shape"]) for k, v in head.items() if k != "__metadata__"})
-    if not out:  # .bin checkpoints: tensors memory-mapped with weights_only (plain data, no code runs)
-        for f in sorted(Path(folder).glob("*.bin")):
+    if not out:  # .bin/.pt checkpoints: tensors memory-mapped with weights_only (plain data, no code runs)
+        for f in sorted([*Path(folder).glob("*.bin"), *Path(folder).glob("*.pt")]):
             try:
                 import torch
                 sd = torch.load(f, map_location="cpu", mmap=True, weights_only=True)
@@ -71,6 +72,11 @@ def checkpoint_shapes(folder: str | os.PathLike | None) -> dict[str, tuple[int, 
             except Exception:
                 continue
     return out
+
+
+def folder_files(folder: str | os.PathLike | None) -> list[str]:
+    "Names of the files in a model folder (empty for a hub id that is not cached)."
+    return sorted(p.name for p in Path(folder).iterdir() if p.is_file()) if folder is not None and Path(folder).is_dir() else []
 
 
 def remote_code_files(folder: str | os.PathLike | None) -> dict[str, str]:
@@ -95,11 +101,34 @@ def _inst(messages: Sequence[dict]) -> str:
 
 
 def _beaver(messages: Sequence[dict]) -> str:
-    "The safe-rlhf layout: BEGINNING OF CONVERSATION: USER: … ASSISTANT:…"
-    parts = []
-    for m in messages:
-        parts.append(f"ASSISTANT:{m['content']}" if m["role"] == "assistant" else f"USER: {m['content']} ")
+    "The safe-rlhf layout: BEGINNING OF CONVERSATION: USER: … ASSISTANT:…; earlier answers end in </s>."
+    parts, last = [], max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    for i, m in enumerate(messages):
+        if m["role"] == "assistant":
+            parts.append(f"{m['content']}" + ("</s>" if i < last else ""))
+        else:
+            parts.append(f"USER: {m['content']} ASSISTANT:")
     return "BEGINNING OF CONVERSATION: " + "".join(parts)
+
+
+def _starling_llama2(messages: Sequence[dict]) -> str:
+    "Starling-RM-7B-alpha's card layout (Llama-2 chat): <s>[INST] user </s> [/INST] answer</s>, turn after turn."
+    out, pending = [], []
+    for m in messages:
+        if m["role"] in ("system", "user"):
+            pending.append(m["content"])
+        else:
+            out.append(f"[INST] {' '.join(pending)} </s> [/INST] {m['content']}</s>")
+            pending = []
+    if pending:
+        out.append(f"[INST] {' '.join(pending)} </s> [/INST]")
+    return "<s>" + " ".join(out)
+
+
+def turns_context(messages: Sequence[dict]) -> str:
+    "RLHFlow's plain context layout for its pair-preference model: turns alternate user/assistant by position."
+    return "\n" + "".join(f"\n<turn> {'user' if i % 2 == 0 else 'assistant'}\n {m['content']}"
+                          for i, m in enumerate(messages)) + "\n"
 
 
 TEMPLATES: dict[str, Callable[[Sequence[dict]], str]] = {
@@ -107,6 +136,8 @@ TEMPLATES: dict[str, Callable[[Sequence[dict]], str]] = {
                                              for m in ms),
     "inst": _inst,
     "beaver": _beaver,
+    "starling-llama2": _starling_llama2,
+    "chatml": lambda ms: "\n".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>" for m in ms),
 }
 
 
@@ -154,6 +185,9 @@ def extract(out, spec: str):
     import torch
     if spec == "tensor":
         return out if isinstance(out, torch.Tensor) else None
+    if spec.startswith("last-logit:"):  # a causal LM's next-token logit of one id at the last (left-padded) position
+        lg = getattr(out, "logits", None)
+        return lg[:, -1, int(spec.split(":", 1)[1])] if isinstance(lg, torch.Tensor) and lg.dim() == 3 else None
     if spec.startswith("index:"):
         i = int(spec.split(":", 1)[1])
         try:
@@ -169,32 +203,38 @@ def extract(out, spec: str):
 class Family:
     "How one family of reward models is recognised, loaded, rendered and read."
     name: str
-    architectures: tuple[str, ...] = ()     # any of the config's `architectures` equals one of these
+    architectures: tuple[str, ...] = ()     # any of the config's `architectures` equals one of these ("*": any)
     auto_map: tuple[str, ...] = ()          # or any `auto_map` target class equals one of these
     config_keys: tuple[str, ...] = ()       # and every one of these keys is in config.json
     config_values: dict = field(default_factory=dict)  # and these keys hold these values
     weights: tuple[str, ...] = ()           # and the checkpoint has a weight whose name starts with each of these
+    files: tuple[str, ...] = ()             # and the folder holds each of these files (heads saved beside the weights)
+    kind: str | None = None                 # chosen only with this kind= (its config looks like any causal LM)
     auto_class: str = "AutoModelForSequenceClassification"  # or AutoModel, or "head" (a head this module builds)
     readout: tuple[str, ...] = ("logits",)  # candidates, first present is used
     objective: int = 0                      # column read from a multi-column result
     sign: float = 1.0                       # −1 for cost models (higher cost = worse answer)
-    template: str | None = None             # None: the tokenizer's chat template; else a name in TEMPLATES
-    reward_token: str | None = None         # "config:<key>" (an id in config.json) or a token string
+    template: str | None = None             # None: the tokenizer's chat template; a name in TEMPLATES; "chat|<name>"
+    reward_token: str | None = None         # "config:<key>" (an id in config.json), "eos", or a token string
     truncation_side: str | None = None      # the family's own side, else the scorer's
+    padding_side: str | None = None         # the family's own side (a model that reads the last column needs "left")
     max_length: int | None = None           # the family's cap; the scorer uses the smaller of this and its own
     backbone: str = "model"                 # auto_class="head": attribute holding the transformer
     head: str = "score"                     # auto_class="head": attribute (and weight prefix) of the head
     pairwise: bool = False                  # a pairwise preference model (no per-answer reward)
+    post: str | None = None                 # a transform after the readout: "safe-rlhf" (the config's normaliser)
     needs: str = ""                         # what loading it needs, for `reward-auditor models`
     examples: tuple[str, ...] = ()          # example hub ids (documentation only; never matched)
     note: str = ""
 
-    def matches(self, config: dict, weights: Sequence[str] = ()) -> bool:
-        "Whether a config (and checkpoint weight names) belong to this family."
+    def matches(self, config: dict, weights: Sequence[str] = (), files: Sequence[str] = ()) -> bool:
+        "Whether a config (and checkpoint weight names, and the folder's file names) belong to this family."
         archs = set(config.get("architectures") or [])
         targets = {str(t).split("--")[-1].rsplit(".", 1)[-1] for t in (config.get("auto_map") or {}).values()
                    if isinstance(t, str)}
-        if not (archs & set(self.architectures) or targets & set(self.auto_map)):
+        if not ("*" in self.architectures or archs & set(self.architectures) or targets & set(self.auto_map)):
+            return False
+        if any(f not in files for f in self.files):
             return False
         if any(k not in config for k in self.config_keys):
             return False
@@ -205,12 +245,16 @@ class Family:
     def needs_remote_code(self, config: dict) -> bool:
         "Whether loading runs the folder's own code: its auto_map names a class for the Auto class (or config)."
         amap = config.get("auto_map") or {}
-        return self.auto_class in amap or (self.auto_class != "head" and "AutoConfig" in amap)
+        return self.auto_class in amap or (self.auto_class.startswith("Auto") and "AutoConfig" in amap)
 
     def render(self, tokenizer, messages: Sequence[dict]) -> str:
         "The text this family's model was trained to read for a conversation ending in the answer."
         if self.template is None:
             return render_messages(tokenizer, messages, False)
+        if self.template.startswith("chat|"):  # the tokenizer's chat template, else a named layout
+            if getattr(tokenizer, "chat_template", None):
+                return render_messages(tokenizer, messages, False)
+            return TEMPLATES[self.template.split("|", 1)[1]](messages)
         if self.template not in TEMPLATES:
             raise ScorerError(f"family {self.name}: unknown template {self.template!r}; use one of {sorted(TEMPLATES)}")
         return TEMPLATES[self.template](messages)
@@ -219,6 +263,10 @@ class Family:
         "The id appended after the rendered text, or None."
         if self.reward_token is None:
             return None
+        if self.reward_token == "eos":
+            if tokenizer.eos_token_id is None:
+                raise ScorerError(f"family {self.name} ends each text with EOS, but the tokenizer has none")
+            return int(tokenizer.eos_token_id)
         if self.reward_token.startswith("config:"):
             key = self.reward_token.split(":", 1)[1]
             if config.get(key) is None:
@@ -247,11 +295,15 @@ class Family:
 
     def row(self) -> dict:
         "One line of the registry table."
-        how = self.auto_class if self.auto_class != "head" else f"built-in head '{self.head}'"
-        match = ", ".join([*self.architectures, *[f"auto_map {a}" for a in self.auto_map if a not in self.architectures]])
+        how = {"head": f"built-in head '{self.head}'", "ldl": "built-in LDL heads (regression/gating .pt)",
+               "state_dict": f"built-in head '{self.head}' from a raw state dict"}.get(self.auto_class, self.auto_class)
+        match = ", ".join([*[a if a != "*" else "any architecture" for a in self.architectures],
+                           *[f"auto_map {a}" for a in self.auto_map if a not in self.architectures],
+                           *[f"weights {w}*" for w in self.weights],
+                           *[f"files {f}" for f in self.files], *([f"kind={self.kind}"] if self.kind else [])])
         return {"family": self.name, "examples": ", ".join(self.examples), "matches": match,
                 "loads": how, "reads": " / ".join(self.readout) + (f" [col {self.objective}]" if self.objective else "")
-                + (" × −1" if self.sign < 0 else ""), "needs": self.needs}
+                + (" × −1" if self.sign < 0 else ""), "needs": self.needs, "note": self.note}
 
 # %% ../nbs/06a_families.ipynb #93a20c1d
 FAMILIES: list[Family] = []
@@ -270,61 +322,85 @@ def register(family: Family, first: bool = True) -> Family:
 
 _GATED = ("LlamaForRewardModelWithGating", "Gemma2ForRewardModelWithGating")
 _RC = "--trust-remote-code"
+_HEAD = "nothing (head built in)"
 for _f in [
-    Family("qrm", architectures=_GATED, auto_map=_GATED, config_keys=("num_quantiles",), readout=("score", "logits"),
-           needs=_RC, examples=("nicolinho/QRM-Llama3.1-8B-v2", "nicolinho/QRM-Gemma-2-27B"),
-           note="expectation of the quantile distribution (output.score)"),
+    Family("qrm", architectures=("*",), config_keys=("num_quantiles",), readout=("score", "logits"),
+           needs=_RC, examples=("nicolinho/QRM-Llama3.1-8B-v2", "nicolinho/QRM-Llama3.1-8B", "nicolinho/QRM-Gemma-2-27B"),
+           note="output.score = gating-weighted mean over quantiles (also in .logits); the gating reads the prompt at the "
+                "Llama-3 assistant header, so the chat template must be the model's own"),
     Family("armorm", architectures=_GATED, auto_map=_GATED, readout=("score", "logits"), needs=_RC,
-           examples=("RLHFlow/ArmoRM-Llama3-8B-v0.1",), note="gated mixture of 19 objectives (output.score)"),
-    Family("urm", architectures=("URM", "LlamaForRewardModelWithUncertainty"),
-           auto_map=("URM", "LlamaForRewardModelWithUncertainty"), readout=("logits",), needs=_RC,
-           examples=("LxzGordon/URM-LLaMa-3.1-8B",), note="logits hold several columns; column 0 is the reward"),
-    Family("grm", architectures=("GRewardModel", "LlamaForCausalLMWithValueHead", "GemmaForCausalLMWithValueHead"),
-           auto_map=("GRewardModel", "LlamaForCausalLMWithValueHead", "GemmaForCausalLMWithValueHead"),
-           readout=("index:-1",), needs=_RC, examples=("Ray2333/GRM-llama3-8B-sftreg", "Ray2333/GRM-Gemma2-2B-sftreg"),
-           note="value head regularised with a text-generation loss; the reward is the last output element "
-                "(the -rewardmodel-ft checkpoints are plain sequence classifiers)"),
+           examples=("RLHFlow/ArmoRM-Llama3-8B-v0.1",),
+           note="output.score (= .logits) = gating · (19 objective rewards @ reward_transform_matrix); the gating reads "
+                "the last '<|eot_id|><|start_header_id|>assistant<|end_header_id|>' of the chat template"),
+    Family("urm", architectures=("LlamaForSequenceClassificationWithNormal_Weights",),
+           auto_map=("LlamaForSequenceClassificationWithNormal_Weights",), readout=("logits",), needs=_RC,
+           examples=("LxzGordon/URM-LLaMa-3.1-8B", "LxzGordon/URM-LLaMa-3-8B"),
+           note="score head gives (mean, log-variance) for 5 HelpSteer2 attributes; a gating MLP weights the means; "
+                ".logits[:, 0] is that one gated reward"),
+    Family("grm", architectures=("*",), weights=("v_head.summary.",), readout=("index:-1", "tensor"), needs=_RC,
+           examples=("Ray2333/GRM-llama3-8B-sftreg", "Ray2333/GRM-Gemma2-2B-sftreg", "Ray2333/GRM-llama3.2-3B-sftreg"),
+           note="the -sftreg value-head models, told by their trl-style value head (v_head.summary.*) whatever the "
+                "class is called: forward returns (lm_logits, loss, value) and the reward is the last element (a bare "
+                "value tensor is read too); GRM-*-rewardmodel-ft and GRM-llama3-8B-distill are plain sequence classifiers"),
     Family("internlm2-reward", architectures=("InternLM2ForRewardModel",), auto_map=("InternLM2ForRewardModel",),
-           auto_class="AutoModel", readout=("logits", "index:0"), reward_token="config:reward_token_id", needs=_RC,
+           auto_class="AutoModel", readout=("logits", "index:0"), reward_token="config:reward_token_id",
+           padding_side="left", needs=_RC,
            examples=("internlm/internlm2-1_8b-reward", "internlm/internlm2-7b-reward", "internlm/internlm2-20b-reward"),
-           note="chat template + reward token (config reward_token_id), as its get_score does"),
+           note="chat template + the reward token (config reward_token_id), as get_score does; forward reads the last "
+                "column, so batches are left-padded"),
     Family("worldpm", architectures=("Qwen2ForRewardModel",), auto_map=("Qwen2ForRewardModel",), auto_class="AutoModel",
            readout=("logits", "index:0"), needs=_RC, examples=("Qwen/WorldPM-72B", "Qwen/WorldPM-72B-HelpSteer2",
                                                               "Qwen/Qwen2.5-Math-RM-72B"),
-           note="Qwen2 reward model: outputs[0] is the reward"),
+           note="Qwen2 reward model (AutoModel, remote code): outputs[0] is the reward"),
     Family("eurus-rm", architectures=("EurusRewardModel",), auto_map=("EurusRewardModel",), auto_class="AutoModel",
            readout=("tensor", "logits", "index:0"), template="inst", needs=_RC, examples=("openbmb/Eurus-RM-7b",),
-           note="[INST] prompt [/INST] answer; forward returns the reward tensor"),
-    Family("ldl-reward", architectures=("Gemma2ForLDLRewardModel", "LDLRewardModel", "LDLRewardModel27B"),
-           auto_map=("Gemma2ForLDLRewardModel", "LDLRewardModel", "LDLRewardModel27B"), readout=("score", "logits"),
-           needs=_RC, examples=("ShikaiChen/LDL-Reward-Gemma-2-27B-v0.1",),
-           note="label-distribution reward; the expected reward (score, else logits column 0)"),
-    Family("ultrarm", architectures=("LlamaRewardModel",), weights=("regression_head",), auto_class="head",
-           head="regression_head", template="human-assistant", needs="nothing (head built in)",
+           note="[INST] prompt [/INST] answer (Mistral-Instruct layout); forward returns the reward tensor"),
+    Family("ldl-reward", architectures=("*",), files=("regression_layer.pt", "gating_layer.pt"), auto_class="ldl",
+           readout=("score",), needs=_HEAD, examples=("ShikaiChen/LDL-Reward-Gemma-2-27B-v0.1",),
+           note="label-distribution reward: Gemma-2 backbone + regression_layer.pt (22×10-bin distributions) and "
+                "gating_layer.pt beside it; reward = expected bin value in [0, 1]; no remote code"),
+    Family("ultrarm", architectures=("LlamaRewardModel", "LlamaForCausalLM", "LlamaModel"), weights=("regression_head",),
+           auto_class="head", head="regression_head", template="human-assistant", needs=_HEAD,
            examples=("openbmb/UltraRM-13b",), note="Human: …\\nAssistant: … ; regression head on the last token"),
+    Family("starling-rm-7b", architectures=("LlamaForCausalLM",), weights=("transformer.", "v_head."),
+           auto_class="state_dict", backbone="transformer", head="v_head", template="starling-llama2",
+           truncation_side="left", max_length=2048,
+           needs="the .pt/.bin checkpoint + Llama-2-7b-chat's config.json and tokenizer files in one folder",
+           examples=("berkeley-nest/Starling-RM-7B-alpha",),
+           note="a LlamaForCausalLM wrapper's state dict (model.*, transformer.*, v_head.weight); v_head on the last "
+                "token of '<s>[INST] prompt </s> [/INST] answer</s>'; trained at 2048 tokens"),
     Family("starling-rm", architectures=("LlamaForSequenceClassification", "GPTRewardModel", "LlamaModel"),
            weights=("v_head",), auto_class="head", backbone="transformer", head="v_head", max_length=2048,
-           needs="nothing (head built in)", examples=("Nexusflow/Starling-RM-34B",),
-           note="v_head on the last token of the chat; trained at 2048 tokens"),
+           truncation_side="left", template="chat|chatml", needs=_HEAD, examples=("Nexusflow/Starling-RM-34B",),
+           note="transformer.* + v_head (no bias) read at the last token of the chat (the tokenizer's template, else "
+                "Yi-34B-Chat's ChatML); trained at 2048 tokens"),
     Family("inf-orm", architectures=("INFORMForSequenceClassification", "LlamaForSequenceClassification"),
-           weights=("score.0.", "score.2."), auto_class="head", head="score", needs="nothing (head built in)",
-           examples=("infly/INF-ORM-Llama3.1-70B",), note="two-layer MLP score head on the last token"),
+           weights=("score.0.", "score.2."), auto_class="head", head="score", needs=_HEAD,
+           examples=("infly/INF-ORM-Llama3.1-70B",), note="Linear, ReLU, Linear score head on the last token"),
     Family("beaver-cost", architectures=("LlamaForScore",), config_values={"score_type": "cost"}, auto_class="head",
-           head="score_head", readout=("end_scores",), sign=-1.0, template="beaver", needs="nothing (head built in)",
-           examples=("PKU-Alignment/beaver-7b-v1.0-cost", "PKU-Alignment/beaver-7b-unified-cost"),
-           note="a cost model: reward = −cost"),
+           head="score_head", readout=("end_scores",), sign=-1.0, template="beaver", reward_token="eos", post="safe-rlhf",
+           needs=_HEAD, examples=("PKU-Alignment/beaver-7b-v1.0-cost", "PKU-Alignment/beaver-7b-v2.0-cost"),
+           note="a cost model (safe-rlhf LlamaForScore): reward = −end_scores, read at the EOS that ends the answer"),
     Family("beaver-reward", architectures=("LlamaForScore",), config_values={"score_type": "reward"},
-           auto_class="head", head="score_head",
-           readout=("end_scores",), template="beaver", needs="nothing (head built in)",
-           examples=("PKU-Alignment/beaver-7b-v1.0-reward", "PKU-Alignment/beaver-7b-unified-reward")),
+           auto_class="head", head="score_head", readout=("end_scores",), template="beaver", reward_token="eos",
+           post="safe-rlhf",
+           needs=_HEAD, examples=("PKU-Alignment/beaver-7b-v1.0-reward", "PKU-Alignment/beaver-7b-v2.0-reward"),
+           note="safe-rlhf LlamaForScore: end_scores at the EOS that ends the answer"),
+    Family("nemotron-reward", architectures=("*",), kind="lm-reward", auto_class="AutoModelForCausalLM",
+           readout=("last-logit:0",), padding_side="left", max_length=4096, needs="--kind lm-reward",
+           examples=("nvidia/Llama-3.1-Nemotron-70B-Reward-HF",),
+           note="a causal LM whose reward is the logit of token id 0 at the first generated position (after the chat "
+                "template, no generation prompt); its config is an ordinary LlamaForCausalLM, hence the kind"),
     Family("pairrm", architectures=("DebertaV2PairRM",), auto_map=("DebertaV2PairRM",), pairwise=True,
            auto_class="head", head="head_layer", backbone="pretrained_model", max_length=2048,
-           readout=("logits",), needs="nothing (head built in)", examples=("llm-blender/PairRM-hf",),
+           readout=("logits",), needs=_HEAD, examples=("llm-blender/PairRM-hf",),
            note="pairwise ranker: <|source|> x <|candidate1|> a <|candidate2|> b; margin = log-odds, both orders"),
     Family("sequence-classifier", architectures=("ForSequenceClassification",), readout=("logits",),
-           needs="nothing", examples=("Skywork/Skywork-Reward-V2-Llama-3.1-8B", "Skywork/Skywork-Reward-Llama-3.1-8B-v0.2",
-                                      "Skywork/Skywork-Reward-Gemma-2-27B-v0.2", "Ray2333/GRM-Llama3.2-3B-rewardmodel-ft",
-                                      "allenai/Llama-3.1-Tulu-3-8B-RM", "NCSOFT/Llama-3-OffsetBias-RM-8B"),
+           needs="nothing", examples=("Skywork/Skywork-Reward-V2-Llama-3.1-8B", "Skywork/Skywork-Reward-V2-Qwen3-8B",
+                                      "Skywork/Skywork-Reward-Llama-3.1-8B-v0.2", "Skywork/Skywork-Reward-Gemma-2-27B-v0.2",
+                                      "sfairXC/FsfairX-LLaMA3-RM-v0.1", "Ray2333/GRM-llama3-8B-distill",
+                                      "Ray2333/GRM-Llama3-8B-rewardmodel-ft", "NCSOFT/Llama-3-OffsetBias-RM-8B",
+                                      "allenai/Llama-3.1-Tulu-3-8B-RM"),
            note="any one-label *ForSequenceClassification: today's path, .logits[:, 0]"),
 ]:
     register(_f, first=False)
@@ -333,14 +409,16 @@ for _f in [
 PAIRWISE_EXAMPLES = ("RLHFlow/pair-preference-model-LLaMA3-8B",)
 
 
-def match_family(config: dict, weights: Sequence[str] = ()) -> Family | None:
-    "The first registered family a config (and checkpoint weight names) matches; None for unknown architectures."
+def match_family(config: dict, weights: Sequence[str] = (), files: Sequence[str] = (), kind: str | None = None) -> Family | None:
+    "The first registered family a config (weight names, file names) matches; None for unknown architectures."
     for fam in FAMILIES:
+        if fam.kind != kind and (fam.kind or kind not in (None, "discriminative")):
+            continue  # a family chosen by kind= is never guessed from a config, and a kind= picks only its own
         if fam.name == "sequence-classifier":
             if any(str(a).endswith("ForSequenceClassification") for a in config.get("architectures") or []):
                 return fam
             continue
-        if fam.matches(config, weights):
+        if fam.matches(config, weights, files):
             return fam
     return None
 
@@ -368,10 +446,23 @@ def weight_shapes(spec: str, revision: str | None = None) -> dict[str, tuple[int
     return checkpoint_shapes(_folder(spec, revision)) or hub_weight_shapes(spec, revision)
 
 
-def family_of(spec: str, revision: str | None = None) -> Family | None:
-    "The family of a model folder or hub id, from its config.json and weight names alone."
+def hub_files(spec: str, revision: str | None = None) -> list[str]:
+    "File names of a hub model's repository (empty when it is a local path or the hub cannot be reached)."
+    if Path(spec).exists():
+        return []
+    try:
+        from huggingface_hub import list_repo_files
+        return sorted(list_repo_files(spec, revision=revision))
+    except Exception:
+        return []
+
+
+def family_of(spec: str, revision: str | None = None, kind: str | None = None) -> Family | None:
+    "The family of a model folder or hub id, from its config.json, weight names and file names alone."
     cfg = read_config(spec, revision)
-    return match_family(cfg, list(weight_shapes(spec, revision)))
+    folder = _folder(spec, revision)
+    files = folder_files(folder) if folder is not None else hub_files(spec, revision)
+    return match_family(cfg, list(weight_shapes(spec, revision)), files, kind)
 
 
 def registry_table() -> list[dict]:
@@ -437,6 +528,69 @@ def head_model_class(backbone: str, head: str, layers: list[tuple[int, int, bool
     HeadRewardModel.__name__ = f"HeadRewardModel_{head}"
     return HeadRewardModel
 
+# %% ../nbs/06a_families.ipynb #58b104dd
+def _mlp_from_state(sd: dict, prefix: str = "network."):
+    "The Linear layers of a stack stored as `prefix.<i>.weight/bias`, in index order, as float32 modules."
+    from torch import nn
+    idx = sorted({int(k[len(prefix):].split(".")[0]) for k in sd if k.startswith(prefix) and k.endswith(".weight")})
+    if not idx:
+        raise ScorerError(f"a head state dict without {prefix}<i>.weight entries (has {sorted(sd)[:4]})")
+    layers = nn.ModuleList()
+    for i in idx:
+        w, b = sd[f"{prefix}{i}.weight"], sd.get(f"{prefix}{i}.bias")
+        lin = nn.Linear(w.shape[1], w.shape[0], bias=b is not None)
+        lin.weight.data.copy_(w.float())
+        if b is not None:
+            lin.bias.data.copy_(b.float())
+        layers.append(lin.float().requires_grad_(False))
+    return layers
+
+
+def _ldl_model_class():
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from transformers.utils import ModelOutput
+
+    def run(layers, x):
+        for n, lin in enumerate(layers):
+            x = lin(x)
+            if n < len(layers) - 1:
+                x = F.leaky_relu(x)
+        return x
+
+    class LDLRewardModel(nn.Module):
+        "Backbone + LDL regression/gating heads: reward = E[bin value] of the gated mixture of 10-bin distributions."
+        def __init__(self, backbone, regression: dict, gating: dict, temperature: float = 1.0, softmax: bool = False,
+                     bins: int = 10):
+            super().__init__()
+            self.model, self.config = backbone, backbone.config
+            self.regression, self.gating = _mlp_from_state(regression), _mlp_from_state(gating)
+            self.temperature, self.softmax, self.bins = temperature, softmax, bins
+
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kw):
+            h = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+            rows = torch.arange(h.shape[0], device=h.device)
+            if attention_mask is None:
+                last = torch.full((h.shape[0],), h.shape[1] - 1, device=h.device)
+            else:
+                last = (attention_mask.to(h.device) * torch.arange(h.shape[1], device=h.device)).argmax(1)
+            x = h[rows, last].float()
+            dist = torch.softmax(run(self.regression, x).view(x.shape[0], -1, self.bins), -1)  # (batch, k, bins)
+            w = run(self.gating, x)
+            if self.softmax:
+                w = torch.softmax(w / self.temperature, dim=1)
+            mix = torch.bmm(w.unsqueeze(1), dist).squeeze(1)  # (batch, bins)
+            score = (mix * torch.linspace(0, 1, self.bins, device=mix.device)).sum(-1)
+            return ModelOutput(score=score, logits=score, distribution=mix)
+
+    return LDLRewardModel
+
+
+def LDLRewardModel(*args, **kw):
+    "The LDL-Reward model (a torch module) built from a backbone and the two head state dicts."
+    return _ldl_model_class()(*args, **kw)
+
 # %% ../nbs/06a_families.ipynb #5e42b765
 def refuse_remote_code(spec: str, family: Family | None, config: dict, files: dict) -> None:
     "Raise the one-line refusal for a model whose folder code would run without trust_remote_code."
@@ -458,7 +612,8 @@ class FamilyScorer(S.HFScorer):
         shapes = weight_shapes(str(spec), revision)
         if isinstance(family, str):
             family = next((f for f in FAMILIES if f.name == family), None) or _unknown_family(family)
-        family = family or match_family(self.config_dict, list(shapes))
+        family = family or match_family(self.config_dict, list(shapes),
+                                        folder_files(folder) if folder is not None else hub_files(str(spec), revision))
         if family is None:
             raise ScorerError(f"{spec}: no registered family matches its config (architectures="
                               f"{self.config_dict.get('architectures')}); " +
@@ -471,37 +626,94 @@ class FamilyScorer(S.HFScorer):
         self.uses_remote_code = family.needs_remote_code(self.config_dict)
         if self.uses_remote_code and not kw.get("trust_remote_code"):
             refuse_remote_code(str(spec), family, self.config_dict, self.remote_files)
+        if family.needs == _RC and not self.uses_remote_code:  # the library's own class would read something else
+            raise ScorerError(f"{spec} looks like the {family.name} family, whose reward is computed by the model's own "
+                              f"code, but its config.json has no auto_map entry for {family.auto_class}; use the "
+                              "published folder (config.json with auto_map and its modeling_*.py)")
         if family.pairwise:
             raise ScorerError(f"{spec} is a {family.name} pairwise model: load it with load_scorer (PairRMScorer)")
+        if family.auto_class == "state_dict" and folder is not None:
+            _need_tokenizer(str(spec), folder, family)
         super().__init__(spec, **kw)
+        if family.padding_side is not None:
+            self.padding_side = family.padding_side
         self.family_cap = family.max_length  # the effective limit is the smaller of this and the scorer's own
         if family.max_length is not None:
             self.family_cap = (int(family.max_length), f"family {family.name} cap {family.max_length}")  # applied with the model's limit
         if family.truncation_side is not None:
             self.truncation_side = family.truncation_side
+        if self.uses_remote_code and self.pad_id in (self.tokenizer.bos_token_id, self.tokenizer.eos_token_id):
+            spare = [i for t, i in sorted(self.tokenizer.get_added_vocab().items()) if "reserved" in t or "pad" in t.lower()]
+            self.pad_id = spare[-1] if spare else self.pad_id  # an id no text contains, when the tokenizer has one
         self.model = self._load_family_model(shapes)
-        for cfg in {id(c): c for c in (self.model.config, getattr(self.model.config, "get_text_config", lambda: None)())
-                    if c is not None}.values():
-            cfg.pad_token_id = self.pad_id
+        self._set_model_pad(self.pad_id)
         import inspect
-        self._takes_pos = "position_ids" in inspect.signature(self.model.forward).parameters
+        params = inspect.signature(self.model.forward).parameters
+        self._takes_pos = "position_ids" in params
+        self._keep_last = {"logits_to_keep": 1} if family.readout[0].startswith("last-logit:") and "logits_to_keep" in params else {}
         self.reward_id = family.reward_token_id(self.tokenizer, self.config_dict)
         self.readout_used, self.n_columns = None, None
+        self.rows_rerun = 0  # rows scored alone because the pad id also occurs in their text
+
+    def _backbone_config(self):
+        "The backbone's transformers config from config.json (without its custom architectures / auto_map)."
+        from transformers import AutoConfig
+        if "model_type" not in self.config_dict:
+            raise ScorerError(f"{self.spec}: config.json has no model_type; the {self.family.name} head needs the backbone's")
+        return AutoConfig.for_model(**{k: v for k, v in self.config_dict.items() if k not in ("architectures", "auto_map")})
 
     def _load_family_model(self, shapes):
         import transformers
-        if self.family.auto_class != "head":
-            return self._load_model(getattr(transformers, self.family.auto_class))
-        from transformers import AutoConfig
+        auto = self.family.auto_class
+        if auto == "ldl":
+            return self._load_ldl()
+        if auto == "state_dict":
+            return self._load_state_dict_head(shapes)
+        if auto != "head":
+            return self._load_model(getattr(transformers, auto))
         if any(not shapes.get(k) for k in shapes if k.startswith(self.family.head + ".")):
             from huggingface_hub import snapshot_download  # .bin on the hub: fetch it (loading would) to read shapes
             shapes = checkpoint_shapes(snapshot_download(self.spec, revision=self.revision))
         cls = head_model_class(self.family.backbone, self.family.head, _head_layers(shapes, self.family.head))
-        config = AutoConfig.for_model(**{k: v for k, v in self.config_dict.items() if k not in ("architectures", "auto_map")}) \
-            if "model_type" in self.config_dict else None
-        if config is None:
-            raise ScorerError(f"{self.spec}: config.json has no model_type; the {self.family.name} head needs the backbone's")
-        return self._load_model(_Bound(cls, config))
+        return self._load_model(_Bound(cls, self._backbone_config()))
+
+    def _local_folder(self) -> Path:
+        folder = _folder(self.spec, self.revision)
+        if folder is None:
+            from huggingface_hub import snapshot_download
+            folder = Path(snapshot_download(self.spec, revision=self.revision))
+        return Path(folder)
+
+    def _load_state_dict_head(self, shapes):
+        "A head model from a raw PyTorch state dict (.pt/.bin, read with weights_only): backbone.* and head.* only."
+        import torch
+        fam, folder = self.family, self._local_folder()
+        sd = {}
+        for f in sorted([*folder.glob("*.pt"), *folder.glob("*.bin")]):
+            sd.update(torch.load(f, map_location="cpu", mmap=True, weights_only=True))
+        keep = {k: v for k, v in sd.items() if k.startswith((fam.backbone + ".", fam.head + "."))}
+        cls = head_model_class(fam.backbone, fam.head, _head_layers({k: tuple(v.shape) for k, v in keep.items()}, fam.head))
+        try:
+            model, info = cls.from_pretrained(None, config=self._backbone_config(), state_dict=keep, dtype=self.dtype,
+                                              output_loading_info=True)
+        except Exception as e:
+            raise ScorerError(f"cannot load {self.spec} as the {fam.name} family: {e}") from e
+        if info.get("missing_keys"):
+            raise ScorerError(f"{self.spec}: the checkpoint lacks {len(info['missing_keys'])} weights of the "
+                              f"{fam.name} model (e.g. {sorted(info['missing_keys'])[:3]}); is this the full checkpoint?")
+        self._apply_limit(model.config)
+        return model.to(self.device).eval()
+
+    def _load_ldl(self):
+        "The LDL reward model: the backbone from the checkpoint, the regression and gating heads from their .pt files."
+        import torch
+        from transformers import AutoModel
+        folder = self._local_folder()
+        heads = {n: torch.load(folder / f"{n}_layer.pt", map_location="cpu", weights_only=True) for n in ("regression", "gating")}
+        backbone = self._load_model(AutoModel)
+        cfg = self.config_dict
+        return LDLRewardModel(backbone, heads["regression"], heads["gating"], temperature=float(cfg.get("temperature", 1.0)),
+                              softmax=bool(cfg.get("softmax", False))).to(self.device).eval()
 
     def settings(self) -> dict:
         fam = self.family
@@ -522,13 +734,39 @@ class FamilyScorer(S.HFScorer):
             ids = ids + [self.reward_id]
         return ids, 0
 
-    def _forward(self, ids, mask, pos, meta):
+    def _read(self, ids, mask, pos) -> list[float]:
         kw = {"position_ids": pos} if self._takes_pos else {}
-        out = self.model(input_ids=ids, attention_mask=mask, **kw)
+        out = self.model(input_ids=ids, attention_mask=mask, **kw, **self._keep_last)
         arch = (self.config_dict.get("architectures") or ["?"])[0]
         vals, used, cols = self.family.read(out, len(ids), self.name, arch)
+        if self.family.post == "safe-rlhf":
+            vals = safe_rlhf_normalize(vals, self.config_dict, self.family.sign)
         self.readout_used, self.n_columns = used, cols
         return vals.cpu().tolist()
+
+    def _set_model_pad(self, pad_id: int) -> None:
+        for cfg in {id(c): c for c in (self.model.config, getattr(self.model.config, "get_text_config", lambda: None)())
+                    if c is not None}.values():
+            cfg.pad_token_id = pad_id
+
+    def _forward(self, ids, mask, pos, meta):
+        vals = self._read(ids, mask, pos)
+        if self.uses_remote_code and self.padding_side == "right" and len(ids) > 1:
+            # Remote code often reads the token before the first pad id. A padded row whose own text holds that id
+            # (a BOS standing in for a missing pad token, say) is scored again alone, unpadded, with the model told
+            # a pad id that row does not contain, so it reads the row's last token.
+            inside = ((ids == self.pad_id) & (mask == 1)).any(1) & (mask == 0).any(1)
+            for r in inside.nonzero().flatten().tolist():
+                n = int(mask[r].sum())
+                row = ids[r:r + 1, :n]
+                present = set(row[0].tolist())
+                self._set_model_pad(next(i for i in range(len(self.tokenizer) - 1, -1, -1) if i not in present))
+                try:
+                    vals[r] = self._read(row, mask[r:r + 1, :n], pos[r:r + 1, :n])[0]
+                finally:
+                    self._set_model_pad(self.pad_id)
+                self.rows_rerun += 1
+        return vals
 
 
 class _Bound:
@@ -543,6 +781,39 @@ class _Bound:
 
 def _unknown_family(name: str):
     raise ScorerError(f"unknown family {name!r}; known: {', '.join(f.name for f in FAMILIES)}")
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
+
+
+def _need_tokenizer(spec: str, folder: Path, family: Family) -> None:
+    "One line naming what a raw-checkpoint family's folder lacks before anything loads."
+    if not any((Path(folder) / f).is_file() for f in _TOKENIZER_FILES):
+        raise ScorerError(f"{spec} holds a {family.name} checkpoint but no tokenizer: put the base model's tokenizer "
+                          f"files ({' or '.join(_TOKENIZER_FILES)}, with tokenizer_config.json) in the folder "
+                          f"— for Starling-RM-7B-alpha, those of meta-llama/Llama-2-7b-chat-hf")
+
+
+def folder_hint(folder: str | os.PathLike) -> str | None:
+    "For a folder without config.json: one line on what a raw checkpoint there needs, if a family knows it; else None."
+    names = set(checkpoint_shapes(folder))
+    for fam in FAMILIES:
+        if fam.auto_class == "state_dict" and names and all(any(n.startswith(w) for n in names) for w in fam.weights):
+            return (f"{folder} holds a {fam.name} checkpoint but no config.json: {fam.needs} "
+                    f"(e.g. {', '.join(fam.examples)}); then load the folder again")
+    return None
+
+
+def safe_rlhf_normalize(vals, config: dict, sign: float = 1.0):
+    "safe-rlhf's score normaliser when config.json turns it on: affine for rewards, scale for costs (sign kept)."
+    if not config.get("do_normalize"):
+        return vals
+    import torch
+    mean = torch.as_tensor(config.get("mean", [0.0]), dtype=vals.dtype).reshape(-1)[0]
+    std = torch.as_tensor(config.get("var", [1.0]), dtype=vals.dtype).reshape(-1)[0].sqrt()
+    raw = vals * sign
+    out = (raw - mean) / (std + 1e-8) if config.get("score_type", "reward") == "reward" else raw / (std + 1e-8)
+    return out * sign
 
 # %% ../nbs/06a_families.ipynb #2a2297ad
 PAIR_TEMPLATE = "[CONTEXT] {prompt} [RESPONSE A] {a} [RESPONSE B] {b} \n"
@@ -560,16 +831,16 @@ class PairPreferenceScorer(S.JudgeScorer):
         super().__init__(spec, template=template, **kw)
 
     def _context(self, prompt: str, history: Sequence[dict] = ()) -> str:
-        "The conversation so far (earlier turns + final user turn) as the model's chat text, without BOS."
-        if not getattr(self.tokenizer, "chat_template", None):
-            return prompt if not history else S.render_messages(self.tokenizer, conversation(prompt, None, history, self.system))
-        text = render_messages(self.tokenizer, conversation(prompt, None, history, self.system), False)
-        bos = self.tokenizer.bos_token
-        return text[len(bos):] if bos and text.startswith(bos) else text
+        "The conversation so far (earlier turns + final user turn) in the model's plain `<turn>` layout."
+        return turns_context(conversation(prompt, None, history, self.system))
 
     def _judge_prompt(self, prompt: str, a: str, b: str, history: Sequence[dict] = ()) -> list[int]:
         text = self.template.format(prompt=self._context(prompt, history), a=a, b=b)
-        return S.encode_text(self.tokenizer, render_messages(self.tokenizer, [{"role": "user", "content": text}], True))
+        chat = render_messages(self.tokenizer, [{"role": "user", "content": text}], True)
+        bos = self.tokenizer.bos_token
+        if bos and chat.startswith(bos):  # the published usage feeds no BOS at all
+            chat = chat[len(bos):]
+        return self.tokenizer(chat, add_special_tokens=False)["input_ids"]
 
 # %% ../nbs/06a_families.ipynb #95a9bbb8
 _HEADS = ("score", "classifier")
@@ -593,10 +864,18 @@ def check_classifier_head(spec: str, revision: str | None = None) -> None:
                                                                 f"auto_class='head', head={(others or ['?'])[0]!r}"))
 
 
+LM_KINDS = ("lm-reward",)  # kinds that pick a registry family for an ordinary causal-LM config
+
+
 def load_model(spec: str, kind: str | None = None, **kw):
     "A FamilyScorer or PairPreferenceScorer for a model the registry knows; None to use the default path."
     if kind == "pairwise":
         return PairPreferenceScorer(spec, **kw)
+    if kind in LM_KINDS:
+        family = family_of(spec, kw.get("revision"), kind)
+        if family is None:
+            raise ScorerError(f"{spec}: no registered family for kind={kind!r}")
+        return FamilyScorer(spec, family=family, **kw)
     if kind not in (None, "discriminative"):
         return None
     family = family_of(spec, kw.get("revision"))
@@ -618,6 +897,17 @@ def load_model(spec: str, kind: str | None = None, **kw):
 
 # %% ../nbs/06a_families.ipynb #812c27e8
 PAIRRM_PREFIXES = ("<|source|>", "<|candidate1|>", "<|candidate2|>")
+
+
+def pairrm_conversation(history: Sequence[dict], prompt: str, a: str, b: str) -> tuple[str, str, str]:
+    "PairRM's multi-turn layout: the user turns as numbered '<Response i>' slots, each candidate as its own answers."
+    turns = [m for m in history if m["role"] in ("user", "assistant")]
+    users = [m["content"] for m in turns if m["role"] == "user"] + [prompt]
+    answers = [m["content"] for m in turns if m["role"] == "assistant"]
+    source = ("Finish the following coversation in each i-th turn by filling in <Response i> with your response."
+              + "\n".join(f"USER: {u}\nAssistant: <Response {i + 1}>" for i, u in enumerate(users)))
+    cand = lambda last: "\n".join(f"<Response {i + 1}>: {x}" for i, x in enumerate([*answers, last]))
+    return source, cand(a), cand(b)
 
 
 def pairrm_model_class():
@@ -679,8 +969,10 @@ class PairRMScorer(S.JudgeScorer):
         src = min(1224, self.max_length * 1224 // 2048)
         return src, max(8, (self.max_length - n_source) // 2)
 
-    def _encode(self, prompt: str, a: str, b: str) -> list[int]:
+    def _encode(self, prompt: str, a: str, b: str, history: Sequence[dict] = ()) -> list[int]:
         tok, (s1, s2, s3) = self.tokenizer, PAIRRM_PREFIXES
+        if history:
+            prompt, a, b = pairrm_conversation(history, prompt, a, b)
         src = tok.encode(s1 + prompt, max_length=self._caps(0)[0], truncation=True)
         cap = self._caps(len(src))[1]
         return src + tok.encode(s2 + a, max_length=cap, truncation=True) + tok.encode(s3 + b, max_length=cap, truncation=True)
@@ -692,7 +984,8 @@ class PairRMScorer(S.JudgeScorer):
         "Yield (indices, z = PairRM log-odds that A beats B, tie mass 0) per chunk of (prompt, A, B)."
         for c0 in range(0, len(presentations), self.commit_every):
             idx = list(range(c0, min(c0 + self.commit_every, len(presentations))))
-            seqs = [self._encode(*presentations[i]) for i in idx]
+            seqs = [self._encode(*presentations[i][:3], S._history_of_item(presentations[i][:2] + presentations[i][3:4]))
+                    for i in idx]
             z = np.full(len(idx), np.nan)
             for b, vals in self._run(seqs, [None] * len(seqs), progress=False):
                 z[b] = vals

@@ -1381,11 +1381,13 @@ def load_scorer(spec, kind: str | None = None, **kw) -> Scorer:
         return PrecomputedScorer(path, **kw)
     if kind == "precomputed":
         raise ScorerError(f"score file {path} does not exist")
-    if kind is not None and kind not in MODEL_KINDS and kind != "pairwise":
-        raise ScorerError(f"unknown scorer kind {kind!r}; use one of {sorted([*MODEL_KINDS, *CONTROLS, 'callable', 'precomputed'])}")
+    if kind is not None and kind not in MODEL_KINDS and kind not in ("pairwise", "lm-reward"):
+        raise ScorerError(f"unknown scorer kind {kind!r}; use one of "
+                          f"{sorted([*MODEL_KINDS, *CONTROLS, 'callable', 'precomputed', 'pairwise', 'lm-reward'])}")
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise ScorerError(f"{path} is a folder but not a model: it has no config.json "
+            from reward_auditor.families import folder_hint  # a raw checkpoint a registry family knows how to load
+            raise ScorerError(folder_hint(path) or f"{path} is a folder but not a model: it has no config.json "
                               "(save one with save_pretrained, or point at the model's folder)")
         spec = str(path)
     elif spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec:

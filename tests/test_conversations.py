@@ -370,9 +370,11 @@ def test_pairwise_family_sees_the_history(models):
     sc = load_scorer(str(models["lm"]), kind="pairwise", device="cpu")
     frame, hist = three_turn_frame()
     tok = sc.tokenizer
-    ctx = tok.apply_chat_template(hist + [U("And of Italy?")], tokenize=False)[len(tok.bos_token):]
+    # RLHFlow's layout: earlier turns and the final user turn in its plain `<turn>` context, no BOS
+    ctx = "\n" + "".join(f"\n<turn> {m['role']}\n {m['content']}" for m in [*hist, U("And of Italy?")]) + "\n"
+    assert F.turns_context([*hist, U("And of Italy?")]) == ctx
     text = tok.apply_chat_template([U(F.PAIR_TEMPLATE.format(prompt=ctx, a="Rome.", b="Milan."))], tokenize=False,
-                                   add_generation_prompt=True)
+                                   add_generation_prompt=True)[len(tok.bos_token):]
     assert sc._judge_prompt("And of Italy?", "Rome.", "Milan.", history=hist) == tok(text, add_special_tokens=False)["input_ids"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

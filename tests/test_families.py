@@ -11,13 +11,20 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tiny_models import HEAD_FAMILIES, REMOTE_FAMILIES, tiny_family, tiny_lm, tiny_tokenizer  # noqa: E402
+from tiny_models import (HEAD_FAMILIES, LDL_BINS, OWN_PATH_FAMILIES, REMOTE_FAMILIES, tiny_family, tiny_lm,  # noqa: E402
+                         tiny_tokenizer)
 
 from reward_auditor import families as F  # noqa: E402
 from reward_auditor.scorers import ScorerError, load_scorer  # noqa: E402
 
 # every family the registry lists is built and checked here; test_cli_lists_exactly_the_tested_families pins that
-TESTED = sorted([*REMOTE_FAMILIES, *HEAD_FAMILIES, "sequence-classifier", "pairrm", "pair-preference"])
+TESTED = sorted([*REMOTE_FAMILIES, *HEAD_FAMILIES, *OWN_PATH_FAMILIES, "sequence-classifier", "pairrm",
+                 "pair-preference"])
+
+# RLHFlow's published context template for its pair-preference model (a data format, used here as the reference)
+RLHFLOW_PLAIN_TEMPLATE = ("\n{% for message in messages %}{% if loop.index0 % 2 == 0 %}\n\n<turn> user\n "
+                          "{{ message['content'] }}{% else %}\n\n<turn> assistant\n {{ message['content'] }}"
+                          "{% endif %}{% endfor %}\n\n\n")
 
 FRAME = pd.DataFrame({
     "id": ["a", "b", "c"],
@@ -55,11 +62,10 @@ def _direct_remote(name, folder, pairs):
                 ids = tok(f"[INST] {p} [/INST] {r}")["input_ids"]
             else:
                 ids = tok(tok.apply_chat_template(_messages(p, r), tokenize=False), add_special_tokens=False)["input_ids"]
-            o = model(input_ids=torch.tensor([ids]))
-            v = {"armorm": lambda: o.score, "qrm": lambda: o.score, "ldl-reward": lambda: o.score,
-                 "urm": lambda: o.logits[:, :1], "grm": lambda: o[2], "worldpm": lambda: o[0],
-                 "eurus-rm": lambda: o}[name]()
-            out.append(float(v[0, 0]))
+            o = model(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+            v = {"armorm": lambda: o.score, "qrm": lambda: o.score, "urm": lambda: o.logits[0][0],
+                 "grm": lambda: o[2], "worldpm": lambda: o[0], "eurus-rm": lambda: o}[name]()
+            out.append(float(v.reshape(-1)[0]))
     return np.array(out)
 
 
@@ -78,8 +84,8 @@ def _direct_head(name, folder, pairs):
     for p, r in pairs:
         if name == "ultrarm":
             text = f"Human: {p}\nAssistant: {r}"
-        elif name.startswith("beaver"):
-            text = f"BEGINNING OF CONVERSATION: USER: {p} ASSISTANT:{r}"
+        elif name.startswith("beaver"):  # safe-rlhf trains on prompt + answer + EOS and reads the EOS position
+            text = f"BEGINNING OF CONVERSATION: USER: {p} ASSISTANT:{r}{tok.eos_token}"
         else:
             text = tok.apply_chat_template(_messages(p, r), tokenize=False)
         ids = tok(text, add_special_tokens=not text.startswith(tok.bos_token))["input_ids"]
@@ -103,7 +109,10 @@ def _score(folder, **kw):
 
 @pytest.mark.parametrize("name", [f for f in TESTED if f not in ("pair-preference",)])
 def test_family_recognised_from_config_and_weights(folders, name):
-    assert F.family_of(str(folders[name])).name == name
+    kind = "lm-reward" if name == "nemotron-reward" else None
+    assert F.family_of(str(folders[name]), kind=kind).name == name
+    if kind:  # a plain causal-LM config is never guessed to be a reward model
+        assert F.family_of(str(folders[name])) is None
 
 
 @pytest.mark.parametrize("name", sorted(REMOTE_FAMILIES))
@@ -140,12 +149,18 @@ def test_built_in_head_margins_equal_a_direct_computation(folders, name):
 
 
 def test_objective_choice_is_recorded(folders):
-    sc, out = _score(folders["urm"], trust_remote_code=True)
-    assert sc.describe()["output_columns"] == 2 and sc.describe()["readout_used"] == "logits"
-    assert sc.settings()["objective"] == 0
-    sc1, out1 = _score(folders["urm"], trust_remote_code=True, objective=1)
-    assert sc1.settings()["objective"] == 1 and sc1.fingerprint != sc.fingerprint
-    assert not np.allclose(out1["margin"], out["margin"])
+    sc, out = _score(folders["urm"], trust_remote_code=True)  # URM: one gated reward column
+    assert sc.describe()["output_columns"] == 1 and sc.describe()["readout_used"] == "logits"
+    fam = F.register(F.Family("armo-objectives", architectures=("LlamaForRewardModelWithGating",), readout=("rewards",),
+                              needs="--trust-remote-code"))
+    try:
+        sc0, out0 = _score(folders["armorm"], trust_remote_code=True)
+        sc1, out1 = _score(folders["armorm"], trust_remote_code=True, objective=1)
+    finally:
+        F.FAMILIES.remove(fam)
+    assert sc0.describe()["output_columns"] == 4 and sc0.settings()["objective"] == 0
+    assert sc1.settings()["objective"] == 1 and sc1.fingerprint != sc0.fingerprint
+    assert not np.allclose(out1["margin"], out0["margin"])
 
 
 def test_plain_classifier_keeps_the_default_path(folders):
@@ -268,10 +283,16 @@ def test_pairwise_scorer_is_symmetric_and_equals_the_log_odds(folders, tmp_path)
     tok = sc.tokenizer
     a, b = tok.encode("A", add_special_tokens=False)[0], tok.encode("B", add_special_tokens=False)[0]
 
+    # the published usage: the context rendered by a plain Jinja template (a second tokenizer), the prompt by the
+    # model's chat template with the assistant header after it, every BOS removed, A/B read at the last position
+    import copy
+    plain = copy.deepcopy(tok)
+    plain.chat_template = RLHFLOW_PLAIN_TEMPLATE
+
     def z(p, x, y):
-        ctx = tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False)[len(tok.bos_token):]
+        ctx = plain.apply_chat_template([{"role": "user", "content": p}], tokenize=False)
         text = tok.apply_chat_template([{"role": "user", "content": F.PAIR_TEMPLATE.format(prompt=ctx, a=x, b=y)}],
-                                       tokenize=False, add_generation_prompt=True)
+                                       tokenize=False, add_generation_prompt=True).replace(tok.bos_token, "")
         with torch.no_grad():
             lg = model(input_ids=torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])).logits[0, -1]
         return float(lg[a] - lg[b])
@@ -372,3 +393,176 @@ def test_unknown_architecture_says_how_to_register(tmp_path):
     (folder / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ScorerError, match=r"MysteryRewardModel.*register\(Family"):
         load_scorer(str(folder), device="cpu")
+
+
+# ---------------------------------------------------------------- families with a loading path of their own --------
+def test_ldl_reward_equals_its_heads_computed_by_hand(folders):
+    "LDL: backbone from the checkpoint, heads from regression_layer.pt / gating_layer.pt; expected bin value."
+    from transformers import AutoTokenizer, LlamaModel
+    folder = folders["ldl-reward"]
+    sc, out = _score(folder)
+    assert sc.settings()["family"] == "ldl-reward" and "remote_code" not in sc.settings()
+    backbone = LlamaModel.from_pretrained(str(folder), dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    reg = torch.load(folder / "regression_layer.pt", weights_only=True)
+    gate = torch.load(folder / "gating_layer.pt", weights_only=True)
+    cfg = json.loads((folder / "config.json").read_text())
+
+    def mlp(sd, x, idx):
+        for n, i in enumerate(idx):
+            x = sd[f"network.{i}.weight"] @ x + sd[f"network.{i}.bias"]
+            x = torch.where(x > 0, x, 0.01 * x) if n < len(idx) - 1 else x
+        return x
+
+    def reward(p, r):
+        text = tok.apply_chat_template(_messages(p, r), tokenize=False)
+        with torch.no_grad():
+            x = backbone(input_ids=torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])).last_hidden_state[0, -1]
+        dist = torch.softmax(mlp(reg, x, (0, 2, 4)).view(-1, LDL_BINS), -1)          # k distributions over the bins
+        w = torch.softmax(mlp(gate, x, (0, 3, 6)) / cfg["temperature"], -1)          # config softmax: true
+        mix = (w[:, None] * dist).sum(0)
+        return float((mix * torch.arange(LDL_BINS) / (LDL_BINS - 1)).sum())
+
+    want = [reward(p, c) - reward(p, r) for p, c, r in zip(FRAME["prompt"], FRAME["chosen"], FRAME["rejected"])]
+    np.testing.assert_allclose(out["margin"], want, atol=1e-5)
+    assert np.ptp(out["margin"]) > 1e-5
+
+
+def test_starling_7b_raw_checkpoint_with_a_tokenizer_placed_beside_it(folders, tmp_path):
+    "Starling-RM-7B-alpha: a .pt state dict + Llama-2-chat config/tokenizer; v_head at the last token of its layout."
+    import shutil
+    from transformers import AutoTokenizer, LlamaConfig, LlamaModel
+    folder = folders["starling-rm-7b"]
+    sc, out = _score(folder)
+    assert sc.settings()["family"] == "starling-rm-7b" and sc.truncation_side == "left"
+    sd = torch.load(folder / "reward_model.pt", weights_only=True)
+    model = LlamaModel(LlamaConfig.from_pretrained(str(folder)))
+    model.load_state_dict({k[len("transformer."):]: v for k, v in sd.items() if k.startswith("transformer.")})
+    model.eval()
+    tok = AutoTokenizer.from_pretrained(str(folder))
+
+    def reward(p, r):
+        ids = tok(f"<s>[INST] {p} </s> [/INST] {r}</s>", add_special_tokens=False)["input_ids"]  # one BOS
+        with torch.no_grad():
+            return float(sd["v_head.weight"] @ model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1])
+
+    want = [reward(p, c) - reward(p, r) for p, c, r in zip(FRAME["prompt"], FRAME["chosen"], FRAME["rejected"])]
+    np.testing.assert_allclose(out["margin"], want, atol=1e-5)
+    # what a downloaded snapshot lacks is named in one line: the tokenizer, then the config
+    bare = shutil.copytree(folder, tmp_path / "no-tokenizer")
+    for f in bare.iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens")) or f.name == "chat_template.jinja":
+            f.unlink()
+    with pytest.raises(ScorerError, match=r"no tokenizer.*Llama-2-7b-chat-hf") as e:
+        load_scorer(str(bare), device="cpu")
+    assert "\n" not in str(e.value)
+    (bare / "config.json").unlink()
+    with pytest.raises(ScorerError, match=r"starling-rm-7b checkpoint but no config\.json.*tokenizer"):
+        load_scorer(str(bare), device="cpu")
+
+
+def test_nemotron_reward_is_the_logit_of_token_0_at_the_first_generated_position(folders):
+    "kind='lm-reward': the published recipe (generate one token, read scores[0][0][0]) equals the scorer's margin."
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    folder = folders["nemotron-reward"]
+    with pytest.raises(ScorerError, match="causal language model"):
+        load_scorer(str(folder), device="cpu")  # an ordinary causal-LM config is not guessed to be a reward model
+    sc, out = _score(folder, kind="lm-reward")
+    assert isinstance(sc, F.FamilyScorer) and sc.settings()["family"] == "nemotron-reward"
+    assert sc.padding_side == "left"
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(str(folder))
+
+    def reward(p, r):
+        enc = tok.apply_chat_template(_messages(p, r), tokenize=True, add_generation_prompt=False, return_dict=True,
+                                      return_tensors="pt")
+        with torch.no_grad():
+            gen = model.generate(enc["input_ids"], attention_mask=enc["attention_mask"], max_new_tokens=1,
+                                 do_sample=False, return_dict_in_generate=True, output_scores=True)
+        return float(gen["scores"][0][0][0])
+
+    want = [reward(p, c) - reward(p, r) for p, c, r in zip(FRAME["prompt"], FRAME["chosen"], FRAME["rejected"])]
+    np.testing.assert_allclose(out["margin"], want, atol=1e-4)
+    assert np.ptp(out["margin"]) > 1e-5
+
+
+def test_a_pad_id_inside_the_text_does_not_move_the_gating_read(folders):
+    "Remote code that reads the token before the first pad id: with BOS standing in for pad, rows are re-read alone."
+    sc, out = _score(folders["armorm"], trust_remote_code=True)
+    bos = sc.tokenizer.bos_token_id
+    sc.pad_id = bos  # what a tokenizer with neither pad nor unk leaves; every rendered text starts with BOS
+    sc._set_model_pad(bos)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = sc.score_pairs(FRAME, progress=False)
+    np.testing.assert_allclose(again["margin"], out["margin"], atol=1e-5)
+    assert sc.rows_rerun > 0
+
+
+def test_pair_preference_context_is_rlhflow_plain_layout_for_several_turns():
+    history = ({"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"})
+    msgs = F.conversation("And now?", None, history)
+    tok = tiny_tokenizer(None)
+    tok.chat_template = RLHFLOW_PLAIN_TEMPLATE
+    assert F.turns_context(msgs) == tok.apply_chat_template(msgs, tokenize=False)
+
+
+def test_a_remote_family_config_without_auto_map_is_refused(folders, tmp_path):
+    "URM's class name without the auto_map that loads its code: the library's own classifier would read other numbers."
+    import shutil
+    folder = shutil.copytree(folders["urm"], tmp_path / "urm-no-map")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.pop("auto_map")
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ScorerError, match="no auto_map entry"):
+        load_scorer(str(folder), device="cpu", trust_remote_code=True)
+
+
+def test_beaver_normaliser_from_config(folders, tmp_path):
+    "safe-rlhf's do_normalize: reward margins scale by 1/std (affine), cost margins too (scale), signs kept."
+    import shutil
+    _, raw = _score(folders["beaver-cost"])
+    folder = shutil.copytree(folders["beaver-cost"], tmp_path / "cost-norm")
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "do_normalize": True, "mean": [3.0], "var": [4.0]}))
+    _, norm = _score(folder)
+    np.testing.assert_allclose(norm["margin"], raw["margin"] / (2.0 + 1e-8), atol=1e-6)
+
+
+def test_readme_registry_table_matches_the_registry():
+    "The README's family table names exactly the families the registry (and `reward-auditor models`) lists."
+    from pathlib import Path
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    table = text[text.index("| family | example ids | recognised by | reads | needs |"):]
+    table = table[:table.index("\n\n")]
+    names = set()
+    for line in table.splitlines()[2:]:
+        names.update(n.strip() for n in line.split("|")[1].split("/"))
+    assert names == set(TESTED)
+
+
+def test_pairrm_scores_conversations_in_its_multi_turn_layout(folders):
+    "Multi-turn rows use PairRM's conversation layout (the same text for the shared turns, the answers differ)."
+    frame = FRAME.assign(history=[[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]] * 3)
+    sc, out = _score(folders["pairrm"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        conv = sc.score_pairs(frame, progress=False)
+    assert np.isfinite(conv["margin"]).all() and not np.allclose(conv["margin"], out["margin"])
+    src, a, b = F.pairrm_conversation(frame["history"][0], "Q2", "A2", "B2")
+    assert src.endswith("USER: Hi\nAssistant: <Response 1>\nUSER: Q2\nAssistant: <Response 2>")
+    assert (a, b) == ("<Response 1>: Hello!\n<Response 2>: A2", "<Response 1>: Hello!\n<Response 2>: B2")
+
+
+def test_starling_34b_without_a_chat_template_falls_back_to_chatml(folders, tmp_path):
+    import shutil
+    folder = shutil.copytree(folders["starling-rm"], tmp_path / "no-template")
+    cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    cfg.pop("chat_template", None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    sc, _ = _score(folder)
+    assert not sc.tokenizer.chat_template
+    ids, _ = sc._encode_item("Hi", "Hello")
+    assert sc.tokenizer.decode(ids).endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>")

@@ -137,6 +137,12 @@ def _last(h, attention_mask):
         return h[:, -1]
     pos = torch.arange(h.shape[1], device=h.device)
     return h[torch.arange(h.shape[0], device=h.device), (attention_mask * pos).argmax(1)]
+
+
+def _before_first_pad(h, input_ids, pad_token_id):
+    # the pooling of the published gating/LDL/INF-ORM code: the token before the first pad id (the last one if none)
+    idx = (torch.eq(input_ids, pad_token_id).int().argmax(-1) - 1) % input_ids.shape[-1]
+    return h[torch.arange(h.shape[0], device=h.device), idx.to(h.device)]
 '''
 
 _GATED = '''from dataclasses import dataclass
@@ -152,6 +158,7 @@ class GatedRewardOutput(ModelOutput):
     rewards: Optional[torch.FloatTensor] = None
     gating_output: Optional[torch.FloatTensor] = None
     score: Optional[torch.FloatTensor] = None
+    logits: Optional[torch.FloatTensor] = None
 
 
 class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
@@ -163,10 +170,19 @@ class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, **kw):
-        x = _last(self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, attention_mask)
+        h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        x = _before_first_pad(h, input_ids, self.config.pad_token_id)
         rewards = self.regression_layer(x)
         gate = torch.softmax(self.gating(x), -1)
-        return GatedRewardOutput(rewards=rewards, gating_output=gate, score=(rewards * gate).sum(-1, keepdim=True))
+        score = (rewards * gate).sum(-1)  # (batch,), as ArmoRM's output.score
+        return GatedRewardOutput(rewards=rewards, gating_output=gate, score=score, logits=score)
+
+
+class LlamaForRewardModelWithGating31(LlamaForRewardModelWithGating):
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        out = super().forward(input_ids=input_ids, attention_mask=attention_mask)
+        score = out.score[:, None]  # (batch, 1), as QRM's output.score
+        return GatedRewardOutput(rewards=out.rewards, gating_output=out.gating_output, score=score, logits=score)
 '''
 
 _URM = '''import torch
@@ -175,16 +191,20 @@ from transformers import LlamaModel, LlamaPreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutputWithPast
 ''' + _POOL + '''
 
-class LlamaForRewardModelWithUncertainty(LlamaPreTrainedModel):
+class LlamaForSequenceClassificationWithNormal_Weights(LlamaPreTrainedModel):
+    # URM: the score head gives (mean, log-variance) for 5 attributes; a gating MLP weights the 5 means
     def __init__(self, config):
         super().__init__(config)
         self.model = LlamaModel(config)
-        self.head = nn.Linear(config.hidden_size, 2)  # reward mean and log-variance
+        self.score = nn.Linear(config.hidden_size, 10, bias=False)
+        h = config.hidden_size
+        self.weights = nn.Sequential(nn.Linear(h, h), nn.SELU(), nn.Linear(h, h), nn.SELU(), nn.Linear(h, 5))
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, **kw):
         x = _last(self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, attention_mask)
-        return SequenceClassifierOutputWithPast(logits=self.head(x))
+        means = self.score(x).view(-1, 5, 2)[:, :, 0]
+        return SequenceClassifierOutputWithPast(logits=(means * self.weights(x)).sum(-1, keepdim=True))
 '''
 
 _GRM = '''import torch
@@ -192,17 +212,28 @@ from torch import nn
 from transformers import LlamaModel, LlamaPreTrainedModel
 ''' + _POOL + '''
 
+class ValueHead(nn.Module):
+    # the trl-style value head of the GRM code: weights under v_head.summary.*
+    def __init__(self, hidden):
+        super().__init__()
+        self.summary = nn.Sequential(nn.Linear(hidden, 16), nn.ReLU(), nn.Linear(16, 1))
+
+    def forward(self, h):
+        return self.summary(h)
+
+
 class GRewardModel(LlamaPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.model = LlamaModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self.v_head = nn.Linear(config.hidden_size, 1, bias=False)
+        self.v_head = ValueHead(config.hidden_size)
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, **kw):
         h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return self.lm_head(h), None, self.v_head(_last(h, attention_mask))
+        value = self.v_head(h).squeeze(-1)[torch.arange(h.shape[0]), attention_mask.sum(-1) - 1]
+        return self.lm_head(h), None, value  # (lm_logits, loss, value), the reward last
 '''
 
 _INTERNLM2_CONFIG = '''from transformers import LlamaConfig
@@ -234,14 +265,15 @@ class InternLM2ForRewardModel(PreTrainedModel):
         self.reward_token_id = config.reward_token_id
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, **kw):
-        h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return SequenceClassifierOutputWithPast(logits=self.v_head(_last(h, attention_mask)))
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kw):
+        assert input_ids[:, -1].eq(self.reward_token_id).all().item(), "the last token must be the reward token"
+        h = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+        return SequenceClassifierOutputWithPast(logits=self.v_head(h)[:, -1].view(-1, 1))
 
     @torch.no_grad()
     def get_score(self, tokenizer, conversation):
         text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=False)
-        ids = tokenizer.encode(text, add_special_tokens=False) + [self.reward_token_id]
+        ids = tokenizer.encode(text) + [self.reward_token_id]  # as published: the tokenizer may add a BOS of its own
         return self.forward(input_ids=torch.tensor([ids])).logits[0, 0].item()
 '''
 
@@ -291,48 +323,20 @@ class EurusRewardModel(LlamaPreTrainedModel):
         return self.regression_head(_last(h, attention_mask))
 '''
 
-_LDL = '''from dataclasses import dataclass
-from typing import Optional
-import torch
-from torch import nn
-from transformers import LlamaModel, LlamaPreTrainedModel
-from transformers.utils import ModelOutput
-''' + _POOL + '''
-
-@dataclass
-class LDLOutput(ModelOutput):
-    logits: Optional[torch.FloatTensor] = None   # logits over reward bins
-    score: Optional[torch.FloatTensor] = None    # expected reward
-
-
-class LDLRewardModel27B(LlamaPreTrainedModel):
-    def __init__(self, config):
-        super().__init__(config)
-        self.model = LlamaModel(config)
-        self.bins = nn.Linear(config.hidden_size, 5)
-        self.post_init()
-
-    def forward(self, input_ids=None, attention_mask=None, **kw):
-        x = _last(self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, attention_mask)
-        logits = self.bins(x)
-        centers = torch.linspace(-2, 2, 5, device=logits.device, dtype=logits.dtype)
-        return LDLOutput(logits=logits, score=(torch.softmax(logits, -1) * centers).sum(-1, keepdim=True))
-'''
-
 # family name -> (modeling file, source, class, Auto class, config extras, config file, config source, config class)
 REMOTE_FAMILIES = {
     "armorm": ("modeling_custom.py", _GATED, "LlamaForRewardModelWithGating", "AutoModelForSequenceClassification",
                {"num_objectives": 4, "gating_temperature": 10}),
-    "qrm": ("modeling_custom.py", _GATED, "LlamaForRewardModelWithGating", "AutoModelForSequenceClassification",
+    "qrm": ("modeling_custom.py", _GATED, "LlamaForRewardModelWithGating31", "AutoModelForSequenceClassification",
             {"num_objectives": 4, "num_quantiles": 4, "loss": "quantile_regression"}),
-    "urm": ("modeling_urm.py", _URM, "LlamaForRewardModelWithUncertainty", "AutoModelForSequenceClassification", {}),
+    "urm": ("modeling_urm.py", _URM, "LlamaForSequenceClassificationWithNormal_Weights",
+            "AutoModelForSequenceClassification", {}),
     "grm": ("modeling_grm.py", _GRM, "GRewardModel", "AutoModelForSequenceClassification", {}),
     "internlm2-reward": ("modeling_internlm2.py", _INTERNLM2, "InternLM2ForRewardModel", "AutoModel", {},
                          "configuration_internlm2.py", _INTERNLM2_CONFIG, "InternLM2Config"),
     "worldpm": ("modeling_qwen2_rm.py", _QWEN2_RM, "Qwen2ForRewardModel", "AutoModel", {},
                 "configuration_qwen2_rm.py", _QWEN2_RM_CONFIG, "Qwen2RMConfig"),
     "eurus-rm": ("modeling_eurus_rm.py", _EURUS, "EurusRewardModel", "AutoModel", {}),
-    "ldl-reward": ("modeling_ldl.py", _LDL, "LDLRewardModel27B", "AutoModelForSequenceClassification", {}),
 }
 
 # family name -> (backbone attribute, head attribute, head layers (in, out, bias), architectures, config extras)
@@ -340,11 +344,54 @@ HEAD_FAMILIES = {
     "ultrarm": ("model", "regression_head", [(32, 1, False)], "LlamaRewardModel", {}),
     "starling-rm": ("transformer", "v_head", [(32, 1, False)], "LlamaForSequenceClassification", {}),
     "inf-orm": ("model", "score", [(32, 32, True), (32, 1, True)], "INFORMForSequenceClassification", {}),
-    "beaver-reward": ("model", "score_head", [(32, 1, True)], "LlamaForScore", {"score_type": "reward", "score_dim": 1}),
+    "beaver-reward": ("model", "score_head", [(32, 1, False)], "LlamaForScore", {"score_type": "reward", "score_dim": 1}),
     "beaver-cost": ("model", "score_head", [(32, 1, True)], "LlamaForScore", {"score_type": "cost", "score_dim": 1}),
 }
 
+# families with a loading path of their own: LDL's heads beside the checkpoint, Starling-7B's raw state dict,
+# Nemotron's plain causal LM (chosen with kind="lm-reward")
+OWN_PATH_FAMILIES = ("ldl-reward", "starling-rm-7b", "nemotron-reward")
+LDL_BINS, LDL_K = 10, 3
+
 REWARD_TOKEN = "[UNUSED_TOKEN_130]"
+
+
+def _tiny_ldl(path: Path, tok, seed: int) -> Path:
+    "A LlamaModel backbone saved alone, plus regression_layer.pt / gating_layer.pt state dicts beside it."
+    import torch
+    from torch import nn
+    from transformers import LlamaModel
+    cfg = _config("llama", len(tok), tok)
+    _init(LlamaModel(cfg), seed).save_pretrained(str(path))
+    g = torch.Generator().manual_seed(seed + 1)
+    rnd = lambda *shape: torch.randn(*shape, generator=g) * 0.3
+    h, hid = cfg.hidden_size, 16
+    regression = {"network.0.weight": rnd(hid, h), "network.0.bias": rnd(hid), "network.2.weight": rnd(hid, hid),
+                  "network.2.bias": rnd(hid), "network.4.weight": rnd(LDL_K * LDL_BINS, hid),
+                  "network.4.bias": rnd(LDL_K * LDL_BINS)}
+    gating = {"network.0.weight": rnd(hid, h), "network.0.bias": rnd(hid), "network.3.weight": rnd(hid, hid),
+              "network.3.bias": rnd(hid), "network.6.weight": rnd(LDL_K, hid), "network.6.bias": rnd(LDL_K)}
+    torch.save(regression, path / "regression_layer.pt")
+    torch.save(gating, path / "gating_layer.pt")
+    _write_config(path, {"architectures": ["LDLRewardModel27B"], "num_objectives": LDL_K * LDL_BINS,
+                         "softmax": True, "temperature": 2.0})
+    return path
+
+
+def _tiny_starling7b(path: Path, tok, seed: int) -> Path:
+    "The state dict of a GPTRewardModel-style wrapper (model.*, transformer.*, v_head.weight) as a .pt beside a config."
+    import torch
+    from transformers import LlamaForCausalLM
+    cfg = _config("llama", len(tok), tok)
+    lm = _init(LlamaForCausalLM(cfg), seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    sd = {**{f"model.{k}": v for k, v in lm.state_dict().items()},
+          **{f"transformer.{k}": v for k, v in lm.model.state_dict().items()},
+          "v_head.weight": torch.randn(1, cfg.hidden_size, generator=g) * 0.3}
+    torch.save(sd, path / "reward_model.pt")
+    cfg.architectures = ["LlamaForCausalLM"]
+    cfg.save_pretrained(str(path))
+    return path
 
 
 def _write_config(path: Path, updates: dict, drop=()):
@@ -366,12 +413,16 @@ def tiny_family(path: str | Path, family: str, seed: int = 0, **tok_kw) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     if family == "sequence-classifier":
         return tiny_rm(path, seed=seed, **tok_kw)
-    if family == "pair-preference":
+    if family in ("pair-preference", "nemotron-reward"):
         return tiny_lm(path, seed=seed, **tok_kw)
     tok = tiny_tokenizer(None, **tok_kw)
     if family == "internlm2-reward":
         tok.add_tokens([REWARD_TOKEN], special_tokens=True)
     tok.save_pretrained(str(path))
+    if family == "ldl-reward":
+        return _tiny_ldl(path, tok, seed)
+    if family == "starling-rm-7b":
+        return _tiny_starling7b(path, tok, seed)
     if family == "pairrm":
         from transformers import DebertaV2Config
         from reward_auditor.families import PAIRRM_PREFIXES, pairrm_model_class
