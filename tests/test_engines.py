@@ -243,7 +243,7 @@ def test_perturbing_split_or_shuffled_data_equals_perturbing_the_whole():
     from reward_auditor.data import load_preferences
     from reward_auditor.engines import PerturbPool
     base = load_preferences("sample")
-    data = pd.concat([base.assign(id=base["id"].astype(str) + f"-{k}") for k in range(8)], ignore_index=True)
+    data = pd.concat([base.assign(id=base["id"].astype(str) + f"-{k}") for k in range(3)], ignore_index=True)
     whole = {}
     for n in ra_audit.perturbation_names("all"):
         try:
