@@ -187,13 +187,14 @@ def _save_condition(store: Path, cond, key: str) -> None:
 
 def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed: int = 0,
                     on_unavailable: str = "skip", progress: bool = False, store: str | Path | None = None,
-                    workers: int | None = None, turns: str = "final", **options) -> tuple[dict, dict[str, str]]:
+                    workers: int | None = None, turns: str = "final", perturber: Any = None,
+                    **options) -> tuple[dict, dict[str, str]]:
     "Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason})."
     from tqdm import tqdm
     pt = ra_perturbations
     conds, skipped = {}, {}
-    pool = None
-    if workers is not None and workers > 1:  # byte-identical conditions, items split over processes
+    pool = perturber  # e.g. `engines.engine_perturber(engine)`: Ray tasks; the caller closes it
+    if pool is None and workers is not None and workers > 1:  # byte-identical conditions, items split over processes
         from reward_auditor.engines import PerturbPool
         pool = PerturbPool(workers)
     names = perturbation_names(names)
@@ -219,7 +220,7 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
                 raise AuditError(f"perturbation {name} could not run: {e} (perturbations)") from e
             skipped[name] = f"{type(e).__name__}: {e}"
             warnings.warn(f"perturbation {name} skipped: {skipped[name]}", stacklevel=2)
-    if pool is not None:
+    if pool is not None and pool is not perturber:
         pool.close()
     return conds, skipped
 
@@ -931,10 +932,19 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         _stamp_data(out, original, source, overwrite)
     names = perturbation_names(perturbations) if perturbations is not None else []
     scorer_objs = resolve_scorers(scorers)
-    built, skipped = make_conditions(original, [n for n in names if n not in conds], seed=settings.seed,
-                                     on_unavailable=on_unavailable, progress=progress,
-                                     store=None if out is None else Path(out) / "conditions",
-                                     workers=perturb_workers, turns=perturb_turns, **(perturb_options or {}))
+    perturber = None
+    if engine is not None:  # the engine's workers perturb too (Ray tasks with the Ray engine)
+        from reward_auditor.engines import engine_perturber
+        perturber = engine_perturber(engine, perturb_workers)
+    try:
+        built, skipped = make_conditions(original, [n for n in names if n not in conds], seed=settings.seed,
+                                         on_unavailable=on_unavailable, progress=progress,
+                                         store=None if out is None else Path(out) / "conditions",
+                                         workers=perturb_workers, turns=perturb_turns, perturber=perturber,
+                                         **(perturb_options or {}))
+    finally:
+        if perturber is not None:
+            perturber.close()
     conds = {**built, **conds}
     conds = {n: conds[n] for n in [*names, *[c for c in conds if c not in names]] if n in conds}
     if not conds:

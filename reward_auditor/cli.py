@@ -338,12 +338,12 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="report grouping (default model); turns: split every subset into single- and multi-turn items")
     g = p.add_argument_group("execution (how scores are computed; never changes a number)")
     g.add_argument("--engine", choices=["local", "ray"], default=S,
-                   help="local (default): score in this process; ray: fill the score cache on a Ray cluster first")
+                   help="local (default): score in this process; ray: perturb and fill the score cache on a Ray cluster first")
     g.add_argument("--address", default=S,
                    help="Ray cluster to join: 'auto' (a running cluster) or ray://host:port (default: start a local one)")
     g.add_argument("--workers", type=_positive_int("workers"), default=S,
-                   help="processes that perturb (default: the CPU count) and, with --engine ray, scoring actors "
-                        "(default 1)")
+                   help="processes that perturb (default: the CPU count; Ray tasks with --engine ray) and, with "
+                        "--engine ray, scoring actors (default 1)")
     g.add_argument("--gpus-per-worker", type=float, default=S,
                    help="GPUs per Ray actor; fractions share a GPU between small models (default 0)")
     g.add_argument("--unit-batches", type=_positive_int("unit batches"), default=S,

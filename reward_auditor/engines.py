@@ -21,7 +21,7 @@ from .cache import ScoreCache
 # %% auto #0
 __all__ = ['PAIR_COLS', 'ENGINES', 'EngineError', 'condition_frames', 'Unit', 'plan_units', 'scorer_recipe', 'build_scorer',
            'score_unit', 'FillReport', 'commit_unit', 'Engine', 'LocalEngine', 'RayEngine', 'make_engine', 'splittable',
-           'PerturbPool']
+           'PerturbPool', 'RayPerturbPool', 'engine_perturber']
 
 # %% ../nbs/15_engines.ipynb #8cdca771
 class EngineError(RuntimeError):
@@ -347,8 +347,8 @@ def make_engine(name: str = "local", **kw) -> Engine:
 def splittable(p) -> bool:
     "True if perturbing parts of the data gives the same texts as perturbing the whole (per-item draws, no batch context)."
     from reward_auditor import perturbations as pt
-    if p is None or isinstance(p, pt.ModelRewrite) or isinstance(p, getattr(pt, "Translation", ())):
-        return False  # model rewriters load a model; apertium translates a batch as one stream
+    if p is None or isinstance(p, pt.ModelRewrite):
+        return False  # a rewriter batches generation (padding changes greedy outputs) and loads a model per process
     return getattr(p, "splittable", True)
 
 
@@ -373,6 +373,11 @@ class PerturbPool:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
         return self._pool
 
+    def _map(self, parts: list[pd.DataFrame], name: str, seed: int, options: dict) -> list[tuple]:
+        "(frame, record) of every part, in order."
+        futs = [self._executor().submit(_perturb_part, part, name, seed, dict(options)) for part in parts]
+        return [f.result() for f in futs]
+
     def perturb(self, data: pd.DataFrame, names, seed: int = 0, **options) -> dict:
         "Like `perturbations.perturb(data, names, seed, **options)`, the items split over the workers."
         from reward_auditor import perturbations as pt
@@ -384,9 +389,7 @@ class PerturbPool:
                 out.update(pt.perturb(data, [name], seed=seed, **options))
                 continue
             bounds = [round(i * len(data) / parts) for i in range(parts + 1)]
-            futs = [self._executor().submit(_perturb_part, data.iloc[a:b], name, seed, dict(options))
-                    for a, b in zip(bounds, bounds[1:])]
-            res = [f.result() for f in futs]
+            res = self._map([data.iloc[a:b] for a, b in zip(bounds, bounds[1:])], name, seed, options)
             frame = pd.concat([r[0] for r in res])
             frame.index = data.index
             record = {**res[0][1], "n": len(data), "n_changed": int(frame["changed"].sum())}
@@ -406,3 +409,49 @@ class PerturbPool:
 
     def __exit__(self, *exc):
         self.close()
+
+# %% ../nbs/15_engines.ipynb #c2a9e7f4
+def _ray_connect(address: str | None):
+    "The `ray` module, connected (a local instance when address is None; 'auto' or 'ray://…' joins a cluster)."
+    ray = _require_ray()
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}})
+    return ray
+
+
+class RayPerturbPool(PerturbPool):
+    """Perturb a frame in parts as Ray tasks (any node of the cluster); conditions byte-identical to `perturbations.perturb`.
+
+    Each part is one task (`num_cpus=cpus_per_part`); Ray retries a task whose worker died. Model rewriters
+    (the `-model` perturbations) stay unsplit in the driver, as in `PerturbPool`: they batch generation, and
+    the padding of a batch can change a greedy continuation, so a split could change a text."""
+
+    def __init__(self, address: str | None = None, workers: int | None = None, min_items: int = 64,
+                 cpus_per_part: float = 1.0):
+        super().__init__(workers, min_items)
+        self.address, self.cpus_per_part = address, float(cpus_per_part)
+        _require_ray()
+
+    def _map(self, parts, name, seed, options):
+        ray = _ray_connect(self.address)
+        task = ray.remote(num_cpus=self.cpus_per_part)(_perturb_part)
+        refs = [task.remote(part, name, seed, dict(options)) for part in parts]
+        try:
+            return ray.get(refs)
+        except Exception as e:  # the perturbation's own error (e.g. a node without apertium), not Ray's wrapper
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, Exception):
+                raise cause from None
+            raise
+
+    def close(self) -> None:
+        pass  # the Ray session belongs to whoever started it
+
+
+def engine_perturber(engine=None, workers: int | None = None) -> PerturbPool | None:
+    "The pool that perturbs for `engine`: Ray tasks for a `RayEngine`, local processes otherwise (None: one process)."
+    if isinstance(engine, RayEngine):
+        return RayPerturbPool(engine.address, workers=workers or engine.workers)
+    workers = workers if workers is not None else getattr(engine, "workers", None)
+    return PerturbPool(workers) if workers is not None and workers > 1 else None

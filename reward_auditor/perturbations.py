@@ -1271,7 +1271,7 @@ def assemble(pieces: list, outs: list[str], units: list[str], hidden: list[list[
 class Translation(Perturbation):
     "LC: translate the answer (apertium by default), protected spans masked and restored."
     def __init__(self, name="LC", structured=False, description=""):
-        super().__init__(name, "response", "stylized", "2", {"rate": 1.0, "pair": "eng-spa", "translator": None},
+        super().__init__(name, "response", "stylized", "3", {"rate": 1.0, "pair": "eng-spa", "translator": None},
                          description, variant="rule-based-mt")
         self.structured = structured
 
@@ -1286,8 +1286,7 @@ class Translation(Perturbation):
         _check_rate(self.name, rate)
         tr = self.translator(pair, translator)
         lang = _PAIR_LANG.get(pair.split("-")[-1].split("_")[0], "en")
-        _plan.fit(3 * len(texts))           # a text's own plan and both layouts' plans, kept for the other of LC/SLC
-        Translation._units.fit(len(texts))
+        _plan.fit(2 * len(texts))           # a text's own plan and its laid-out plan, kept for the other of LC/SLC
         plans = []
         for t, r in zip(texts, rngs):
             if _skip_item(rate, r):
@@ -1298,11 +1297,8 @@ class Translation(Perturbation):
                 t, changed = structure(t, r, lang=lang)
                 skip = (0,) if changed else ()
             plans.append((t, _plan(t, skip)))
-        # LC and SLC send the same batch — the sentences of both layouts of every text — so each finds the
-        # other's translations cached and neither result depends on which of the two ran first
-        both = [u for t in texts if t.strip() for u in self._units(t, lang)]
-        if both:
-            tr.translate(both)
+        # every sentence is translated on its own (see the rewriters chapter): no batch, order or earlier run
+        # changes a translation, so LC and SLC in either order, and any split of the items, give the same texts
         units = [u for p in plans if p for u in p[1][1]]
         outs = iter(tr.translate(units) if units else [])
         res, self.last_kept = [], 0
@@ -1315,13 +1311,6 @@ class Translation(Perturbation):
             self.last_kept += kept
             res.append(txt)
         return res
-
-    @staticmethod
-    @DataSizedMemo
-    def _units(text: str, lang: str) -> tuple[str, ...]:
-        "Sentence units of `text` as LC and as SLC would send them (the SLC heading is never translated)."
-        laid, changed = structure(text, np.random.default_rng(0), lang=lang)
-        return tuple(_plan(text, ())[1] + (_plan(laid, (0,))[1] if changed else []))
 
     def apply(self, text, rng, **params):
         return self.apply_many([text], [rng], **params)[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -25,9 +26,10 @@ from typing import Protocol, Sequence, runtime_checkable
 from .resources import MissingResourceError, cache_dir
 
 # %% auto #0
-__all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'APERTIUM_CHUNK', 'RewriterError', 'Rewriter', 'instruction', 'rewrite_key',
-           'RewriteCache', 'CachedRewriter', 'EchoRewriter', 'apertium_chunks', 'apertium_versions',
-           'ApertiumTranslator', 'apertium_translator', 'model_fingerprint', 'TransformersRewriter', 'OpenAIRewriter']
+__all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'APERTIUM_CHUNK', 'APERTIUM_STREAM', 'RewriterError', 'Rewriter', 'instruction',
+           'rewrite_key', 'RewriteCache', 'CachedRewriter', 'EchoRewriter', 'apertium_chunks', 'apertium_versions',
+           'apertium_deformat', 'apertium_reformat', 'apertium_pipeline', 'ApertiumTranslator', 'apertium_translator',
+           'model_fingerprint', 'TransformersRewriter', 'OpenAIRewriter']
 
 # %% ../nbs/04_rewriters.ipynb #6fd80ac5
 class RewriterError(RuntimeError):
@@ -173,11 +175,12 @@ class EchoRewriter(CachedRewriter):
 
 # %% ../nbs/04_rewriters.ipynb #dd50112e
 APERTIUM_INSTALL = "apt-get install apertium apertium-eng-spa"
-APERTIUM_CHUNK = 1500       # segments per apertium process; fixed, so results do not depend on the CPU count
+APERTIUM_CHUNK = 1500       # segments per pipeline run (a unit of parallel work; the bytes do not depend on it)
+APERTIUM_STREAM = "isolated-1"  # how segments are framed; part of the settings, so older translations are not reused
 
 
 def apertium_chunks(n: int, chunk: int = APERTIUM_CHUNK, split: int | None = None) -> list[tuple[int, int]]:
-    "Bounds of the chunks of a sorted batch of n segments: fixed `chunk` sizes, or `split` equal ones (≤ chunk)."
+    "Bounds of the chunks of a batch of n segments: fixed `chunk` sizes, or `split` equal ones (≤ chunk)."
     size = chunk if split is None else max(1, min(chunk, -(-n // max(1, int(split)))))
     return [(i, min(i + size, n)) for i in range(0, n, size)]
 
@@ -193,9 +196,78 @@ def apertium_versions(pair: str = "eng-spa") -> dict:
             out[pkg] = None
     return out
 
+# %% ../nbs/04_rewriters.ipynb #9b2d4e61
+_DES_ESCAPE = frozenset("\\[]^$/@<>{}")     # characters the plain-text deformatter escapes with a backslash
+_DES_BLANK = frozenset(" \t\r\n~")          # characters it gathers into blanks
 
+
+def apertium_deformat(text: str) -> str:
+    "`text` as apertium's plain-text deformatter (`apertium-destxt`) writes it, end-of-text mark `.[]` included."
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in _DES_BLANK:
+            j = i
+            while j < n and text[j] in _DES_BLANK:
+                j += 1
+            blank = " " if text[i:j] == " " else f"[{text[i:j]}]"
+            if j == n:                          # a trailing blank follows the end-of-text mark
+                return "".join(out) + ".[]" + blank
+            out.append(blank)
+            i = j
+        else:
+            out.append("\\" + c if c in _DES_ESCAPE else c)
+            i += 1
+    return "".join(out) + ".[]"
+
+
+def apertium_reformat(stream: str) -> str:
+    "Plain text from a translated stream, as `apertium-retxt` writes it (blanks unwrapped, escapes and `.[]` dropped)."
+    out, i, n = [], 0, len(stream)
+    while i < n:
+        c = stream[i]
+        if c == "\\" and i + 1 < n:
+            out.append(stream[i + 1])
+            i += 2
+        elif c == "." and stream.startswith("[]", i + 1):
+            i += 3
+        elif c in "[]":
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def apertium_pipeline(pair: str, exe: str) -> list[list[str]]:
+    "The pair's translation stages (argument lists) in null-flush mode, unknown words unmarked (as `apertium -u`)."
+    roots = [os.environ.get("APERTIUM_DATADIR"), str(Path(exe).resolve().parent.parent / "share" / "apertium"),
+             "/usr/share/apertium", "/usr/local/share/apertium"]
+    mode = next((Path(r) / "modes" / f"{pair}.mode" for r in roots if r and (Path(r) / "modes" / f"{pair}.mode").exists()),
+                None)
+    tool = shutil.which("apertium-wblank-mode")
+    if mode is None or tool is None:
+        raise MissingResourceError(f"apertium's mode file for {pair!r} or `apertium-wblank-mode` was not found (apertium "
+                                   f"3.8 or later is needed); on Debian/Ubuntu run `{APERTIUM_INSTALL}`")
+    try:
+        text = subprocess.run([tool, "-z", str(mode)], capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise MissingResourceError(f"apertium's mode file {mode} could not be read ({e}); reinstall with "
+                                   f"`{APERTIUM_INSTALL}`") from None
+    lex = shlex.shlex(text.replace("$1", "-n").replace("$2", ""), posix=True, punctuation_chars="|")
+    lex.whitespace_split = True
+    stages, cur = [], []
+    for tok in lex:
+        if tok == "|":
+            stages.append(cur)
+            cur = []
+        else:
+            cur.append(tok)
+    return [s for s in stages + [cur] if s]
+
+# %% ../nbs/04_rewriters.ipynb #a4e7c2d9
 class ApertiumTranslator(CachedRewriter):
-    "Batch translation with the `apertium` command (one process per chunk, chunks in parallel)."
+    "Batch translation with apertium, every segment isolated in the stream (its bytes never depend on its neighbours)."
     backend = "apertium"
 
     def __init__(self, pair: str = "eng-spa", jobs: int | None = None, cache=None, timeout: float = 600,
@@ -213,35 +285,62 @@ class ApertiumTranslator(CachedRewriter):
         self.split = None if split is None else max(1, int(split))
         self.versions = apertium_versions(pair)
         self.model_id = f"apertium:{pair}"
+        stages = apertium_pipeline(pair, exe)
+        tag = next((i for i, s in enumerate(stages) if Path(s[0]).name == "apertium-tagger"), None)
+        self._before, self._tagger, self._after = ((stages, None, []) if tag is None else
+                                                   (stages[:tag], stages[tag], stages[tag + 1:]))
+        self.isolated_taggings = 0      # segments the last batches had to tag in a process of their own
 
     def settings(self):
-        return {"pair": self.pair, "chunk": self.chunk, **({"split": self.split} if self.split else {}),
-                **{k: v for k, v in self.versions.items()}}
+        return {"pair": self.pair, "stream": APERTIUM_STREAM, **{k: v for k, v in self.versions.items()}}
+
+    def _pipe(self, stages: list[list[str]], parts: list[bytes], merge_stderr: bool = False) -> list[bytes]:
+        "Run null-separated `parts` through `stages` (one process each, piped); one output part per input part."
+        if not stages:
+            return list(parts)
+        cmd = "set -o pipefail; " + " | ".join(shlex.join(s) for s in stages) + (" 2>&1" if merge_stderr else "")
+        r = subprocess.run(["bash", "-c", cmd], input=b"".join(p + b"\0" for p in parts), capture_output=True,
+                           timeout=self.timeout, env={**os.environ, "LC_ALL": "C.UTF-8"})
+        if r.returncode != 0:
+            raise RewriterError(f"apertium {self.pair} failed (exit {r.returncode}): "
+                                f"{r.stderr.decode(errors='replace').strip()[:300]}")
+        out = r.stdout.split(b"\0")
+        if len(out) < len(parts) or any(out[len(parts):]):
+            raise RewriterError(f"apertium {self.pair} returned {len(out)} parts for {len(parts)} segments")
+        return out[:len(parts)]
+
+    def _tag(self, parts: list[bytes]) -> list[bytes]:
+        "Tag analysed segments exactly as if each ran alone (see the note on the tagger's open class above)."
+        if self._tagger is None or not parts:
+            return list(parts)
+        debug = [self._tagger[0], "-d", *self._tagger[1:]]    # -d: a message whenever the tagger changes its data
+        out: dict[int, bytes] = {}
+        todo, alone = list(range(len(parts))), []
+        while todo:     # a batch is kept only when no segment in it wrote a message; usually two rounds
+            probe = self._pipe([debug], [parts[i] for i in todo], merge_stderr=True)
+            flagged = {i for i, p in zip(todo, probe) if b"\n" in p}    # a segment never holds a line break itself
+            if not flagged:
+                out.update(zip(todo, probe))
+                break
+            alone += sorted(flagged)
+            todo = [i for i in todo if i not in flagged]
+        self.isolated_taggings += len(alone)
+        with ThreadPoolExecutor(max(1, min(self.jobs, len(alone) or 1))) as ex:
+            out.update(zip(alone, ex.map(lambda i: self._pipe([self._tagger], [parts[i]])[0], alone)))
+        return [out[i] for i in range(len(parts))]
 
     def _run(self, lines: list[str]) -> list[str]:
-        "Translate lines in one apertium process."
-        r = subprocess.run([self.exe, "-u", self.pair], input="\n".join(lines) + "\n", capture_output=True,
-                           text=True, timeout=self.timeout)
-        if r.returncode != 0:
-            raise RewriterError(f"apertium {self.pair} failed (exit {r.returncode}): {r.stderr.strip()[:300]}")
-        out = r.stdout.split("\n")
-        if out and out[-1] == "":
-            out = out[:-1]
-        if len(out) != len(lines):
-            raise RewriterError(f"apertium returned {len(out)} lines for {len(lines)}; a segment held a line break")
-        return out
+        "Translate segments (one line each) in one pipeline run, each isolated: the same bytes alone or in any batch."
+        parts = [apertium_deformat(line).encode() for line in lines]
+        parts = self._pipe(self._after, self._tag(self._pipe(self._before, parts)))
+        return [apertium_reformat(p.decode()) for p in parts]
 
     def _generate(self, texts, instruction):
-        lines = [" ".join(t.split("\n")) for t in texts]
-        order = sorted(range(len(lines)), key=lines.__getitem__)      # a batch's layout ignores input order
-        srt = [lines[i] for i in order]
-        bounds = apertium_chunks(len(srt), self.chunk, self.split)
+        lines = [" ".join(t.replace("\0", " ").split("\n")) for t in texts]
+        bounds = apertium_chunks(len(lines), self.chunk, self.split)
         with ThreadPoolExecutor(max(1, min(self.jobs, len(bounds)))) as ex:
-            parts = list(ex.map(lambda b: self._run(srt[b[0]:b[1]]), bounds))
-        out: list[str] = [""] * len(lines)
-        for i, line in zip(order, (line for part in parts for line in part)):
-            out[i] = line
-        return out
+            parts = list(ex.map(lambda b: self._run(lines[b[0]:b[1]]), bounds))
+        return [line for part in parts for line in part]
 
     def translate(self, segments: Sequence[str]) -> list[str]:
         "Translations of `segments` (one line each), in order."
@@ -253,7 +352,7 @@ class ApertiumTranslator(CachedRewriter):
 
 @lru_cache(maxsize=None)
 def apertium_translator(pair: str = "eng-spa", split: int | None = None) -> ApertiumTranslator:
-    "A shared `ApertiumTranslator` per language pair and layout (memoised within the process)."
+    "A shared `ApertiumTranslator` per language pair (memoised within the process; `split` only spreads the work)."
     return ApertiumTranslator(pair, split=split)
 
 # %% ../nbs/04_rewriters.ipynb #0cde0da8

@@ -126,18 +126,59 @@ def test_translation_ignores_order_processes_and_lc_slc_sequence():
     from reward_auditor.data import load_sample
     from reward_auditor.rewriters import ApertiumTranslator
     df = load_sample().head(40)[["id", "subset", "prompt", "chosen", "rejected"]]
-    fresh = lambda jobs: ApertiumTranslator("eng-spa", jobs=jobs, chunk=60)
-    t1 = fresh(1)
-    a = P.perturb(df, ["LC", "SLC"], seed=0, translator=t1)
-    n_memo = len(t1._memo)
-    t2 = fresh(3)
-    b = P.perturb(df.iloc[::-1], ["SLC", "LC"], seed=0, translator=t2)
-    assert len(t2._memo) == n_memo            # SLC sent LC's sentences too; LC then translated nothing new
+    fresh = lambda jobs, chunk: ApertiumTranslator("eng-spa", jobs=jobs, chunk=chunk)
+    a = P.perturb(df, ["LC", "SLC"], seed=0, translator=fresh(1, 60))
+    b = P.perturb(df.iloc[::-1], ["SLC", "LC"], seed=0, translator=fresh(3, 7))
     for n in ("LC", "SLC"):
         x = a[n].frame.set_index("id").sort_index()
         y = b[n].frame.set_index("id").sort_index()
         pd.testing.assert_frame_equal(x, y)
-    assert a["LC"].n_changed > 30 and a["SLC"].record["version"] == "2"
+    assert a["LC"].n_changed > 30 and a["SLC"].record["version"] == "3"
+    assert a["LC"].record["resources"]["stream"] == "isolated-1"
+
+
+@pytest.mark.skipif(not HAS_APERTIUM, reason="apertium is not installed (apt-get install apertium apertium-eng-spa)")
+def test_every_translated_segment_is_isolated_from_its_batch():
+    "Each segment LC and SLC send translates byte-identically alone (plain `apertium -u`) and inside a shuffled batch."
+    import random
+    from conftest import SHARED_DATA
+    from reward_auditor.data import load_preferences, load_sample
+    from reward_auditor.rewriters import ApertiumTranslator, apertium_deformat, apertium_reformat
+    sent = []
+
+    class Recording(ApertiumTranslator):
+        def _generate(self, texts, instruction):
+            sent.extend(texts)
+            return super()._generate(texts, instruction)
+
+    frames = [load_sample()]
+    chat = SHARED_DATA / "rm-bench" / "chat_filtered.json"
+    if chat.exists():  # real answers when the shared data is beside the checkout (the sample alone otherwise)
+        frames.append(load_preferences(chat).head(50))
+    rec = Recording("eng-spa")
+    for f in frames:
+        P.perturb(f, ["LC", "SLC"], seed=0, translator=rec)
+    segs = list(dict.fromkeys(" ".join(s.split("\n")) for s in sent))
+    assert len(segs) > 150
+    whole = ApertiumTranslator("eng-spa", jobs=1).translate(segs)
+    assert whole == rec.translate(segs)          # the perturbations' own batches gave the same translations
+    shuffled = random.Random(0).sample(segs, len(segs))
+    other = ApertiumTranslator("eng-spa", jobs=2, chunk=97)
+    by_seg = dict(zip(shuffled, other.translate(shuffled)))
+    assert [by_seg[s] for s in segs] == whole
+    assert other.isolated_taggings > 0           # the data holds segments that change the tagger's model
+    alone = lambda s: subprocess.run(["apertium", "-u", "eng-spa"], input=s, capture_output=True, text=True).stdout
+    for i in random.Random(1).sample(range(len(segs)), 12):
+        assert alone(segs[i]) == whole[i], segs[i]
+    # fed one line per segment, this sentence changes how apertium translates the next (sorted either way)
+    trigger = "Mars appears reddish due to iron oxide, commonly known as rust, in its soil."
+    victim = ("The northern lights are caused by volcanic activity, guided by the planet's magnetic field, producing "
+              "colorful light displays near the magnetic poles.")
+    assert ApertiumTranslator("eng-spa").translate([victim, trigger])[0] == alone(victim)
+    for s in random.Random(2).sample(segs, 40) + ["a  b\tc ~d", " lead", "trail  ", "$5 /x @y <z> {w} [v] ^u \\t", ""]:
+        destxt = subprocess.run(["apertium-destxt"], input=s.encode(), capture_output=True).stdout.decode()
+        assert apertium_deformat(s) == destxt, s
+        assert apertium_reformat(destxt) == s
 
 
 def test_critical_words_untouched():

@@ -161,3 +161,11 @@ def test_apertium_batches_do_not_depend_on_order_or_processes():
     a = R.ApertiumTranslator("eng-spa", jobs=1, chunk=70, cache=None).translate(segs)
     b = dict(zip(shuffled, R.ApertiumTranslator("eng-spa", jobs=3, chunk=70, cache=None).translate(shuffled)))
     assert a == [b[s] for s in segs] and len(set(a)) == len(segs)
+
+
+@pytest.mark.skipif(shutil.which("apertium") is None, reason="apt-get install apertium apertium-eng-spa")
+def test_apertium_without_its_mode_tool_is_a_missing_resource(monkeypatch):
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "apertium-wblank-mode" else real(name, *a, **k))
+    with pytest.raises(R.MissingResourceError, match="apertium-wblank-mode"):
+        R.ApertiumTranslator("eng-spa", cache=None)
