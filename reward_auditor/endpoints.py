@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from .scorers import (FALLBACK_MAX_LENGTH, HFScorer, JudgeScorer, PointwiseScorer, ScorerError,
-                                    _load_tokenizer, encode_text, folder_fingerprint, render_chat, truncate_ids)
+                                    _load_tokenizer, encode_text, folder_fingerprint, pack_encoded, render_chat,
+                                    truncate_ids, unpack_encoded)
 
 # %% auto #0
 __all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'served_identity', 'served_max_length',
@@ -217,16 +218,25 @@ class EndpointRewardScorer(PointwiseScorer):
         "One chunk (one request) per batch of the batch plan over our token lengths."
         return self.plan_batches([len(s) for s in self._encode_items(todo)[0]])
 
-    def score_chunk(self, items: list) -> tuple[list, list[float]]:
-        "One request for one planned batch."
-        self.check_activation()
-        return list(items), self._classify(self._encode_items(list(items))[0])
+    def plan_encoded(self, todo: list) -> tuple[list[list[int]], list[dict]]:
+        "`plan_chunks` plus each chunk's token ids (int32, ≈ 4 bytes per token), so `score_chunk` does not tokenize again."
+        seqs, metas, _ = self._encode_items(todo)
+        chunks = self.plan_batches([len(s) for s in seqs])
+        return chunks, [pack_encoded([seqs[i] for i in c], [metas[i] for i in c]) for c in chunks]
 
-    def score_chunks(self, chunks: list[list]) -> list[tuple[list, list[float]]]:
+    def score_chunk(self, items: list, encoded: dict | None = None) -> tuple[list, list[float]]:
+        "One request for one planned batch (the carried ids when given `encoded`)."
+        self.check_activation()
+        seqs = ([s.tolist() for s in unpack_encoded(encoded)[0]] if encoded is not None
+                else self._encode_items(list(items))[0])
+        return list(items), self._classify(seqs)
+
+    def score_chunks(self, chunks: list[list], encoded: list | None = None) -> list[tuple[list, list[float]]]:
         "Several planned batches (an engine's unit), at most `concurrency` requests in flight; results in chunk order."
         self.check_activation()
+        encoded = [None] * len(chunks) if encoded is None else encoded
         with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(chunks)))) as pool:
-            return list(pool.map(self.score_chunk, chunks))
+            return list(pool.map(self.score_chunk, chunks, encoded))
 
     def _iter_scores(self, items, progress):
         "Requests for every planned batch, at most `concurrency` in flight; each result yielded (and committed) as it lands."

@@ -47,6 +47,8 @@ class Unit:
     "A few whole chunks (model batches) of one scorer: what one worker scores and the driver commits at once."
     index: int
     chunks: list[list[tuple]]
+    # per chunk, the encodings the planner computed (`pack_encoded`: int32 ids, ≈ 4 bytes per token), or None
+    encoded: list | None = field(default=None, compare=False, repr=False)
 
     @property
     def items(self) -> list[tuple]:
@@ -61,11 +63,15 @@ def _present(cache: ScoreCache | None, fingerprint: str, keys: list) -> list[boo
 
 def plan_units(scorer, frames: Iterable[pd.DataFrame], cache: ScoreCache | None = None,
                unit_batches: int = 4) -> list[Unit]:
-    "Every chunk the local path would compute for `frames` (in order, minus cached) → units of `unit_batches` chunks."
+    """Every chunk the local path would compute for `frames` (in order, minus cached) → units of `unit_batches` chunks.
+    A scorer with `plan_encoded` also hands over the token ids it planned with; the units carry them (about 4 bytes
+    per planned token, held until the fill ends), so no text is tokenized twice."""
     if unit_batches < 1:
         raise EngineError(f"unit_batches must be at least 1, got {unit_batches}")
     planned: set = set()
     chunks: list[list[tuple]] = []
+    encoded: list = []
+    plan = getattr(scorer, "plan_encoded", None)
     for frame in frames:
         items = scorer.pair_items(frame)
         keys = [scorer.cache_keys(it) for it in items]
@@ -76,10 +82,14 @@ def plan_units(scorer, frames: Iterable[pd.DataFrame], cache: ScoreCache | None 
             hit = [next(have) for _ in ks]
             if not (all(hit) or it in planned):
                 todo.append(it)
-        for c in scorer.plan_chunks(todo):
+        cs, es = plan(todo) if plan is not None else (scorer.plan_chunks(todo), None)
+        for k, c in enumerate(cs):
             chunks.append([todo[i] for i in c])
+            encoded.append(None if es is None else es[k])
         planned.update(todo)
-    return [Unit(u, chunks[i:i + unit_batches]) for u, i in enumerate(range(0, len(chunks), unit_batches))]
+    carried = any(e is not None for e in encoded)
+    return [Unit(u, chunks[i:i + unit_batches], encoded[i:i + unit_batches] if carried else None)
+            for u, i in enumerate(range(0, len(chunks), unit_batches))]
 
 # %% ../nbs/15_engines.ipynb #daed59a1
 _HF_ARGS = ("batch_size", "max_batch_tokens", "max_length", "truncation_side", "padding_side",
@@ -132,11 +142,15 @@ def build_scorer(recipe: dict, device: str | None = None):
     return scorer
 
 # %% ../nbs/15_engines.ipynb #98925513
-def score_unit(scorer, chunks: list[list[tuple]]) -> tuple[list, list[float]]:
+def score_unit(scorer, chunks: list[list[tuple]], encoded: list | None = None) -> tuple[list, list[float]]:
     "Score every chunk of a unit with the scorer's own `score_chunk` (or `score_chunks`, concurrent) → (keys, values)."
     chunks = [[tuple(it) for it in c] for c in chunks]
     many = getattr(scorer, "score_chunks", None)  # endpoint scorers keep up to `concurrency` requests in flight
-    done = many(chunks) if many is not None else [scorer.score_chunk(c) for c in chunks]
+    if encoded is not None and any(e is not None for e in encoded):  # the planner's token ids: no second tokenizing
+        done = (many(chunks, encoded) if many is not None else
+                [scorer.score_chunk(c) if e is None else scorer.score_chunk(c, encoded=e) for c, e in zip(chunks, encoded)])
+    else:
+        done = many(chunks) if many is not None else [scorer.score_chunk(c) for c in chunks]
     keys, vals = [], []
     for k, v in done:
         keys += k
@@ -232,7 +246,7 @@ class LocalEngine(Engine):
     def _execute(self, scorer, units):
         for u in units:
             try:
-                keys, vals = score_unit(scorer, u.chunks)
+                keys, vals = score_unit(scorer, u.chunks, u.encoded)
                 yield u.index, keys, vals, None
             except Exception as e:  # user code: this unit fails, the others go on
                 yield u.index, None, None, f"{type(e).__name__}: {e}"
@@ -257,7 +271,8 @@ class _UnitWorker:
         out = {"unit": [], "keys": [], "values": [], "error": []}
         for idx, payload in zip(batch["unit"], batch["payload"]):
             try:
-                keys, vals = score_unit(self.scorer, json.loads(payload))
+                unit = json.loads(payload)
+                keys, vals = score_unit(self.scorer, unit["chunks"], unit.get("encoded"))
                 out["keys"].append(json.dumps(keys, ensure_ascii=False))
                 out["values"].append(json.dumps(vals))
                 out["error"].append("")
@@ -302,7 +317,7 @@ class RayEngine(Engine):
         if not units:
             return
         ray = self._connect()
-        rows = [{"unit": u.index, "payload": json.dumps(u.chunks, ensure_ascii=False)} for u in units]
+        rows = [{"unit": u.index, "payload": _payload(u)} for u in units]
         ds = ray.data.from_items(rows, override_num_blocks=len(rows))
         out = ds.map_batches(
             _UnitWorker, batch_size=1, batch_format="pandas",
@@ -319,6 +334,15 @@ class RayEngine(Engine):
             if why is None:
                 raise
             raise EngineError(f"{scorer.name}: a Ray worker could not start: {why}") from None
+
+
+def _payload(unit: Unit) -> str:
+    "A unit as JSON for a worker: its chunks, and the planner's encodings with the ids as base64 of int32."
+    import base64
+    enc = None if unit.encoded is None else [
+        None if e is None else {**e, "ids": base64.b64encode(e["ids"].astype("<i4", copy=False).tobytes()).decode("ascii")}
+        for e in unit.encoded]
+    return json.dumps({"chunks": unit.chunks, "encoded": enc}, ensure_ascii=False)
 
 
 def _worker_start_error(e: BaseException) -> str | None:

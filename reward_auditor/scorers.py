@@ -32,8 +32,8 @@ __all__ = ['PAIR_COLUMNS', 'CONTROLS', 'CPU_TOKEN_BUDGET', 'GPU_MEMORY_SHARE', '
            'pick_dtype', 'check_load_in', 'quantization_kwargs', 'conversation_messages', 'render_messages',
            'render_chat', 'encode_text', 'truncate_ids', 'length_batches', 'padding_waste',
            'activation_bytes_per_token', 'auto_token_budget', 'BatchPlanner', 'model_limit', 'resolve_max_length',
-           'answer_truncated', 'HFScorer', 'DiscriminativeScorer', 'DPOScorer', 'judge_margin', 'JudgeScorer',
-           'detect_family', 'load_scorer']
+           'answer_truncated', 'pack_encoded', 'unpack_encoded', 'HFScorer', 'DiscriminativeScorer', 'DPOScorer',
+           'judge_margin', 'JudgeScorer', 'detect_family', 'load_scorer']
 
 # %% ../nbs/06_scorers.ipynb #0fb96269
 class ScorerError(ValueError):
@@ -741,6 +741,27 @@ def answer_truncated(n_tokens: int, answer_start: int, max_length: int, side: st
         return True
     return int(keep_first) + removed > answer_start
 
+# %% ../nbs/06_scorers.ipynb #a10c0002
+def pack_encoded(seqs: Sequence[Sequence[int]], metas: Sequence) -> dict:
+    "One chunk's token ids as one flat int32 array (≈ 4 bytes per token) with the row lengths, and its per-row metadata."
+    from itertools import chain
+    lengths = [len(s) for s in seqs]
+    return {"ids": np.fromiter(chain.from_iterable(seqs), dtype=np.int32, count=sum(lengths)),
+            "lengths": lengths, "metas": list(metas)}
+
+
+def unpack_encoded(enc: dict) -> tuple[list[np.ndarray], list]:
+    "The rows (int32 views into one array) and metadata of `pack_encoded`; `ids` may also be base64 of little-endian int32."
+    ids = enc["ids"]
+    if isinstance(ids, str):  # sent between processes as text
+        import base64
+        ids = np.frombuffer(base64.b64decode(ids), dtype="<i4")
+    ends = np.cumsum(enc["lengths"], dtype=np.int64)
+    if (ends[-1] if len(ends) else 0) != len(ids) or len(enc["metas"]) != len(ends):
+        raise ScorerError(f"carried encodings do not fit: {len(ids)} ids for lengths summing to {ends[-1] if len(ends) else 0}")
+    return [ids[e - n:e] for n, e in zip(enc["lengths"], ends)], list(enc["metas"])
+
+
 # %% ../nbs/06_scorers.ipynb #71ed4965
 def _load_tokenizer(spec: str, trust_remote_code: bool, revision: str | None):
     from transformers import AutoTokenizer
@@ -991,9 +1012,19 @@ class HFScorer(BatchPlanner, PointwiseScorer):
         "One chunk per model batch of the local path (tokenized exactly as `_iter_scores` does)."
         return self.plan_batches([len(s) for s in self._encode_items(todo)[0]])
 
-    def score_chunk(self, items: list) -> tuple[list, list[float]]:
-        "Score one planned batch as a single padded batch, rows in the given order (no re-planning)."
-        seqs, metas, _ = self._encode_items(items)
+    def plan_encoded(self, todo: list) -> tuple[list[list[int]], list[dict] | None]:
+        """`plan_chunks` plus each chunk's encodings (token ids as int32, metadata), so `score_chunk` need not tokenize
+        again: held for every planned text, ≈ 4 bytes per token (40 MB for 10M tokens). None for subclasses that plan
+        or score chunks their own way."""
+        if type(self).plan_chunks is not HFScorer.plan_chunks or type(self).score_chunk is not HFScorer.score_chunk:
+            return self.plan_chunks(todo), None
+        seqs, metas, _ = self._encode_items(todo)
+        chunks = self.plan_batches([len(s) for s in seqs])
+        return chunks, [pack_encoded([seqs[i] for i in c], [metas[i] for i in c]) for c in chunks]
+
+    def score_chunk(self, items: list, encoded: dict | None = None) -> tuple[list, list[float]]:
+        "Score one planned batch as a single padded batch, rows in the given order (no re-planning; no re-tokenizing when given `encoded`)."
+        seqs, metas = unpack_encoded(encoded) if encoded is not None else self._encode_items(items)[:2]
         vals = [v for _, vs in self._run(seqs, metas, False, batches=[list(range(len(seqs)))]) for v in vs]
         return list(items), [float(v) for v in vals]
 

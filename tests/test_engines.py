@@ -85,6 +85,32 @@ def test_planner_reproduces_the_local_batch_plan(setup):
     assert seen == [len(c) for c in chunks]
 
 
+@pytest.mark.parametrize("which", ["rm", "dpo"])
+def test_units_carry_the_planners_encodings_and_never_tokenize_again(setup, which):
+    "A unit scored from its carried ids never calls the tokenizer, and equals re-encoding (and the JSON a worker gets)."
+    from reward_auditor.engines import _payload, score_unit
+    sc = make(setup, which)
+    units = plan_units(sc, condition_frames(setup["pairs"], setup["conds"]), None, unit_batches=2)
+    assert units and all(u.encoded is not None and len(u.encoded) == len(u.chunks) for u in units)
+    assert all(e["ids"].dtype == np.int32 for u in units for e in u.encoded)
+    again = [score_unit(sc, u.chunks) for u in units]  # the path without encodings tokenizes every item
+    calls = []
+    orig = type(sc)._encode_item
+    sc._encode_item = lambda *a, **k: (calls.append(a), orig(sc, *a, **k))[1]
+    carried = [score_unit(sc, u.chunks, u.encoded) for u in units]
+    sent = [score_unit(sc, (m := json.loads(_payload(u)))["chunks"], m["encoded"]) for u in units]
+    assert calls == []
+    assert carried == again == sent  # same keys, same floats to the last bit
+    score_unit(sc, units[0].chunks)
+    assert len(calls) == len(units[0].items)  # the spy does see a re-encoding
+
+
+def test_judge_units_carry_no_encodings(setup):
+    judge = make(setup, "judge")
+    assert judge.plan_encoded(judge.pair_items(setup["pairs"].head(3)))[1] is None
+    assert all(u.encoded is None for u in plan_units(judge, [setup["pairs"].head(3)], None, 2))
+
+
 @pytest.mark.parametrize("which", ["rm", "dpo", "dpo-free", "judge"])
 def test_local_engine_is_bitwise_the_in_process_path(setup, which, tmp_path):
     sc = make(setup, which)
