@@ -86,18 +86,24 @@ def remote_code_files(folder: str | os.PathLike | None) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(folder).glob("*.py"))}
 
 # %% ../nbs/06a_families.ipynb #e284cf05
-def _inst(messages: Sequence[dict]) -> str:
-    "Mistral-style turns: [INST] user [/INST] answer."
+def _inst_turns(messages: Sequence[dict], eos: str = "") -> str:
+    "[INST] user [/INST] answer turns; `eos` (if any) closes each user turn and each answer."
+    close = f" {eos}" if eos else ""
     out, pending = [], []
     for m in messages:
         if m["role"] in ("system", "user"):
             pending.append(m["content"])
         else:
-            out.append(f"[INST] {' '.join(pending)} [/INST] {m['content']}")
+            out.append(f"[INST] {' '.join(pending)}{close} [/INST] {m['content']}{eos}")
             pending = []
     if pending:
-        out.append(f"[INST] {' '.join(pending)} [/INST]")
+        out.append(f"[INST] {' '.join(pending)}{close} [/INST]")
     return " ".join(out)
+
+
+def _inst(messages: Sequence[dict]) -> str:
+    "Mistral-style turns: [INST] user [/INST] answer."
+    return _inst_turns(messages)
 
 
 def _beaver(messages: Sequence[dict]) -> str:
@@ -113,16 +119,7 @@ def _beaver(messages: Sequence[dict]) -> str:
 
 def _starling_llama2(messages: Sequence[dict]) -> str:
     "Starling-RM-7B-alpha's card layout (Llama-2 chat): <s>[INST] user </s> [/INST] answer</s>, turn after turn."
-    out, pending = [], []
-    for m in messages:
-        if m["role"] in ("system", "user"):
-            pending.append(m["content"])
-        else:
-            out.append(f"[INST] {' '.join(pending)} </s> [/INST] {m['content']}</s>")
-            pending = []
-    if pending:
-        out.append(f"[INST] {' '.join(pending)} </s> [/INST]")
-    return "<s>" + " ".join(out)
+    return "<s>" + _inst_turns(messages, "</s>")
 
 
 def turns_context(messages: Sequence[dict]) -> str:

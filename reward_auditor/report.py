@@ -75,17 +75,29 @@ def _tails(settings: dict) -> str:
     return "one tail: degradation only"
 
 
+def _turns_cut(manifest: dict) -> str:
+    "Pairs whose earlier turns were left out to fit a model's limit, counted over every pair (cached or computed)."
+    parts = []
+    for model, tr in (manifest.get("truncation") or {}).items():
+        per = tr.get("cells", {}).get("all", {})
+        o = per.get("orig", {})
+        if any(c.get("history_cut") for c in per.values()):
+            worst = max(c.get("history_cut", 0) for c in per.values())
+            parts.append(f"{model}: {o.get('history_cut', 0)} of {o.get('n', 0)} original pairs"
+                         + (f" (up to {worst} in a condition)" if worst > o.get("history_cut", 0) else ""))
+    return ("earlier turns left out to fit the length limit for " + "; ".join(parts)) if parts else \
+        "no earlier turns left out for the length limits"
+
+
 def _conversation_rows(manifest: dict) -> list[tuple[str, str]]:
     "A header row on multi-turn data: how many items have earlier turns, which turns were perturbed, what was cut."
     t = manifest.get("data", {}).get("turns")
     if not t:
         return []
     which = "every user turn" if manifest["data"].get("perturb_turns") == "all" else "the final user turn"
-    dropped = sum(c.get("history_messages_dropped", 0) for sc in manifest.get("scores", {}).get("by_model", {}).values()
-                  for c in sc.values())
     return [("conversations", f"{t['single_turn']} single-turn and {t['multi_turn']} multi-turn items (up to "
                               f"{t['max_user_turns']} user turns); prompt-side perturbations change {which}; "
-                              f"{dropped} earlier messages left out to fit the models' length limits")]
+                              f"{_turns_cut(manifest)}")]
 
 
 def _error_rate(manifest: dict) -> str:

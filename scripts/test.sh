@@ -23,4 +23,4 @@ echo "== 2/3 nbdev-test: every notebook executed"
 "$bin/nbdev-test" --n-workers 2 --timing
 
 echo "== 3/3 pytest"
-"$bin/python" -m pytest tests "$@"
+"$bin/python" -m pytest tests --durations=15 "$@"

@@ -356,13 +356,18 @@ def test_report_history_is_collapsed_and_escaped():
 
 def test_report_header_counts_turns():
     from reward_auditor.report import _conversation_rows
+    cells = {"all": {"orig": {"truncated": 2, "answer_cut": 0, "history_cut": 2, "n": 8},
+                     "EF": {"truncated": 3, "answer_cut": 0, "history_cut": 3, "n": 8}}}
     m = {"data": {"turns": {"single_turn": 3, "multi_turn": 5, "max_user_turns": 4}, "perturb_turns": "all"},
-         "scores": {"by_model": {"rm": {"orig": {"computed": 1, "history_messages_dropped": 2}, "EF": {"computed": 1}}}}}
+         "truncation": {"rm": {"cells": cells}},
+         # counts of what this run computed (a resumed run computes nothing): the header must not read them
+         "scores": {"by_model": {"rm": {"orig": {"computed": 0, "cached": 16}}}}}
     assert _conversation_rows(m) == [("conversations", "3 single-turn and 5 multi-turn items (up to 4 user turns); "
-                                      "prompt-side perturbations change every user turn; 2 earlier messages left out "
-                                      "to fit the models' length limits")]
+                                      "prompt-side perturbations change every user turn; earlier turns left out "
+                                      "to fit the length limit for rm: 2 of 8 original pairs (up to 3 in a condition)")]
+    none = {**m, "truncation": {"rm": {"cells": {"all": {"orig": {"history_cut": 0, "n": 8}}}}}}
+    assert _conversation_rows(none)[0][1].endswith("no earlier turns left out for the length limits")
     assert _conversation_rows({"data": {}}) == []
-
 
 def test_pairwise_family_sees_the_history(models):
     from reward_auditor import families as F
