@@ -9,7 +9,10 @@ Every configuration scores the same synthetic texts with the same tiny random re
 - `local engine`: plan units, score them, commit each unit, then the ordinary cached read;
 - `ray, N actor(s)`: the Ray engine (actor start and model load inside every fill; `ray.init` once, timed apart);
 - `endpoint, concurrency C`: the /classify scorer against a stand-in vLLM server on 127.0.0.1 in this process
-  (the server's forward passes share the CPU with the client, as the reference's do).
+  (the server's forward passes share the CPU with the client, as the reference's do, and its HTTP and JSON work
+  shares the client's interpreter lock);
+- `endpoint, server process, concurrency C`: the same stand-in in a process of its own, as a real server is (the
+  client's cost is then tokenizing, JSON and HTTP; the forward passes still share this machine's cores).
 
 Noise control: the configurations run interleaved (A B C … A B C …), `--repeats` times at each of two sizes, with
 a fresh scorer and cache per run; the table gives the median and the minimum. A time is split as
@@ -57,6 +60,16 @@ def timed(fn):
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _serve(rm_dir: str, urls, stop) -> None:
+    "Run the stand-in server in this (child) process until `stop` is set."
+    import torch
+    torch.set_num_threads(1)
+    from fake_vllm import FakeVLLM
+    with FakeVLLM(rm_dir) as server:
+        urls.put(server.url)
+        stop.wait()
 
 
 def main(argv=None):
@@ -131,6 +144,18 @@ def main(argv=None):
                                           concurrency=conc)
                 return ep.score_pairs(pairs, cache=fresh_cache(), progress=False)["margin"].to_numpy()
             configs[f"endpoint, concurrency {conc}"] = endpoint
+        import multiprocessing as mp
+        ctx = mp.get_context("spawn")
+        urls, stop = ctx.Queue(), ctx.Event()
+        child = ctx.Process(target=_serve, args=(rm_dir, urls, stop), daemon=True)
+        child.start()
+        child_url = urls.get(timeout=300)
+        for conc in (1, 2):
+            def endpoint_apart(pairs, conc=conc):
+                ep = EndpointRewardScorer(child_url, batch_size=a.batch_size, max_batch_tokens=a.max_batch_tokens,
+                                          concurrency=conc)
+                return ep.score_pairs(pairs, cache=fresh_cache(), progress=False)["margin"].to_numpy()
+            configs[f"endpoint, server process, conc. {conc}"] = endpoint_apart
 
     # warm-up: imports, the first model load, Ray's first actor start (not measured)
     for fn in configs.values():
@@ -147,6 +172,9 @@ def main(argv=None):
         print(f"repeat {r + 1}/{a.repeats} done, load average {load()}", flush=True)
     for s in servers:
         s.close()
+    if not a.skip_endpoint:
+        stop.set()
+        child.join(30)
     if ray is not None:
         ray.shutdown()
 
@@ -162,18 +190,18 @@ def main(argv=None):
     b0, b0_min = med["in-process"][1], mn["in-process"][1]
     t0 = statistics.median(times["in-process", a.texts])
     print(f"\n{a.repeats} interleaved repeats; sizes {small} and {a.texts} texts; load average at end {load()}")
-    print(f"{'configuration':26s} {'median s':>9s} {'min s':>7s} {'x in-proc':>9s} {'start-up a':>10s} "
+    print(f"{'configuration':34s} {'median s':>9s} {'min s':>7s} {'x in-proc':>9s} {'start-up a':>10s} "
           f"{'ms/text b':>9s} {'per-text overhead':>17s} {'(from minima)':>13s}  bitwise")
     for c in configs:
         tl = times[c, a.texts]
         a_c, b_c = med[c]
-        print(f"{c:26s} {statistics.median(tl):9.2f} {min(tl):7.2f} {statistics.median(tl) / t0:9.2f} "
+        print(f"{c:34s} {statistics.median(tl):9.2f} {min(tl):7.2f} {statistics.median(tl) / t0:9.2f} "
               f"{a_c:9.2f}s {1000 * b_c:9.3f} {b_c / b0 - 1:+17.1%} {mn[c][1] / b0_min - 1:+13.1%}  {exact[c]}")
     print(f"(median and min at {a.texts} texts; a and b from the medians at {small} and {a.texts} texts; "
           "per-text overhead = b / b_in-process - 1)")
     print("raw seconds per run:")
     for (c, n), ts in times.items():
-        print(f"  {c:26s} {n:6d} texts: " + " ".join(f"{t:.2f}" for t in ts))
+        print(f"  {c:34s} {n:6d} texts: " + " ".join(f"{t:.2f}" for t in ts))
 
     if not a.skip_perturb:
         from reward_auditor import perturbations as pt
