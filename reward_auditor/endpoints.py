@@ -133,15 +133,8 @@ class EndpointRewardScorer(PointwiseScorer):
                  system: str | None = None, concurrency: int = 4, timeout: float = 60.0, retries: int = 6,
                  backoff: float = 0.5, api_key_env: str = API_KEY_ENV, trust_remote_code: bool = False):
         self.client = EndpointClient(url, api_key_env, timeout, retries, backoff)
-        served = self.client.models()
-        ids = [m.get("id") for m in served]
-        if model is None:
-            if len(ids) != 1:
-                raise EndpointError(f"{url} serves {len(ids)} models {ids}; choose one with --endpoint-model")
-            model = ids[0]
-        if model not in ids:
-            raise EndpointError(f"{url} does not serve {model!r}; it serves {ids}")
-        self.served = next(m for m in served if m.get("id") == model)
+        self.served = _pick_model(self.client, model)
+        model = self.served["id"]
         super().__init__(name or Path(str(model).rstrip("/")).name)
         self.url, self.model, self.revision = self.client.url, str(model), revision
         self.tokenizer_spec = str(tokenizer or self.served.get("root") or model)
