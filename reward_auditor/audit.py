@@ -31,7 +31,7 @@ from . import stats as ra_stats
 __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS',
            'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'AuditError', 'AuditSettings',
            'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions', 'resolve_scorers',
-           'score_conditions', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json',
+           'score_conditions', 'item_clusters', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json',
            'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
            'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
            'style_matrices', 'audit', 'check_writable']
@@ -65,6 +65,7 @@ class AuditSettings:
     preset: str | None = None
     group_weights: dict | None = None
     effect_ci: str = "nct"
+    group_by: str | None = None    # the column whose equal values form a cluster; None: group_id, else the prompt
 
     def __post_init__(self):
         if self.preset is not None:
@@ -384,6 +385,26 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
         columns=["model", "subset", "id", "perturbation", "changed", "margin_before", "margin_after"])
     return items, counts
 
+# %% ../nbs/07_audit.ipynb #4e0dbc22
+def item_clusters(data: pd.DataFrame, group_by: str | None = None) -> tuple[pd.Series, str]:
+    "Cluster label of every item (a Series indexed by id) and what defined it: the `group_by` column, `group_id`, or the prompt."
+    if group_by is not None:
+        if group_by not in data.columns:
+            raise AuditError(f"group_by column {group_by!r} is not in the data (group_by): choose one of "
+                             f"{sorted(map(str, data.columns))}")
+        col, by = data[group_by], group_by
+    elif "group_id" in data.columns:
+        col, by = data["group_id"], "group_id"
+    else:
+        key = data["prompt"].astype(str)
+        if "history" in data.columns:
+            key = data["history"].map(lambda h: json.dumps(h, sort_keys=True, default=str)
+                                      if isinstance(h, (list, tuple)) else "") + "\x00" + key
+        col, by = key, "prompt"
+    ids = data["id"].astype(str)
+    labels = np.where(col.isna(), "item\x00" + ids, "c\x00" + col.astype(str))
+    return pd.Series(labels, index=ids.to_numpy(), name="cluster"), by
+
 # %% ../nbs/07_audit.ipynb #44a57e05
 def family_seed(seed: int, *parts: str) -> int:
     "A family's own seed from the run seed and its labels (sha256, independent of order and process)."
@@ -402,8 +423,8 @@ EFFECT_FIELDS = ("d_z", "d_z0", "g_z", "d_av", "d_rm", "t", "ci_low", "ci_high")
 
 
 def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: AuditSettings,
-                 seed: int) -> pd.DataFrame:
-    "Test every perturbation of one family (one scorer; one subset or all) → one row per perturbation."
+                 seed: int, clusters: Mapping | None = None) -> pd.DataFrame:
+    "Test every perturbation of one family (one scorer; one subset or all) → one row per perturbation; `clusters` maps id → cluster."
     names = list(dict.fromkeys(items["perturbation"]))
     wide = items.pivot(index="id", columns="perturbation", values=["margin_before", "margin_after", "changed"])
     mb = wide["margin_before"][names].to_numpy(float)
@@ -412,11 +433,17 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
     D = differences(mb, ma, settings.scale)
     finite = np.isfinite(D)
     testable = finite.sum(axis=0) >= 2
+    cl = None if clusters is None else pd.Series(clusters).reindex(wide.index).to_numpy(dtype=object)
+    if cl is not None and pd.isna(cl).any():
+        cl = np.where(pd.isna(cl), np.asarray(["item:" + str(i) for i in wide.index], dtype=object), cl)
+    if cl is not None and len(set(cl)) == len(cl):
+        cl = None   # one pair per cluster: the plain test (the same numbers, bit for bit)
     pvals, pless = np.full(len(names), np.nan), np.full(len(names), np.nan)
     n0, pmin = np.zeros(len(names), np.int64), np.ones(len(names))
     if testable.any():  # one shared sign stream for the whole family: the fast path
         Dt = D[:, testable]
-        test_args = dict(B=settings.permutations, seed=seed, statistic=settings.statistic, p_method=settings.p_method)
+        test_args = dict(B=settings.permutations, seed=seed, statistic=settings.statistic, p_method=settings.p_method,
+                         cluster_ids=cl)
         if settings.two_sided:  # the lower tail of D is the upper tail of −D: same signs, one pass, both tails
             sf = ra_stats.signflip_tests(np.hstack([Dt, -Dt]), **test_args)
             res = sf.pvalue
@@ -424,9 +451,10 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
         else:
             sf = ra_stats.signflip_tests(Dt, **test_args)
             pvals[testable] = sf.pvalue
-        n0[testable] = sf.n_nonzero[:Dt.shape[1]]
+        n0[testable] = sf.n_nonzero[:Dt.shape[1]]   # with clusters: clusters whose sum is not zero
+        units = sf.n if sf.n_clusters is None else sf.n_clusters
         pmin[testable] = ra_stats.min_pvalue(n0[testable], settings.permutations, statistic=settings.statistic,
-                                             p_method=settings.p_method, n=sf.n[:Dt.shape[1]])
+                                             p_method=settings.p_method, n=units[:Dt.shape[1]])
     rows = []
     for k, name in enumerate(names):
         ok = finite[:, k]
@@ -434,11 +462,13 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
         if testable[k]:
             e = ra_stats.effect_sizes(ra_stats.confidence(mb[ok, k], settings.scale),
                                       ra_stats.confidence(ma[ok, k], settings.scale), scale=settings.scale,
-                                      ci_method=settings.effect_ci, seed=seed)
+                                      ci_method=settings.effect_ci, seed=seed,
+                                      cluster_ids=None if cl is None else cl[ok])
             eff = {f: float(getattr(e, f)) for f in EFFECT_FIELDS}
             eff["effect_size"] = eff["d_z0" if settings.effect_ddof == 0 else "d_z"]
         rows.append(dict(
-            perturbation=name, group=groups.get(name, "other"), n=int(ok.sum()), n_changed=int(ch[ok, k].sum()),
+            perturbation=name, group=groups.get(name, "other"), n=int(ok.sum()),
+            n_clusters=int(ok.sum()) if cl is None else len(set(cl[ok])), n_changed=int(ch[ok, k].sum()),
             n_dropped=int((~ok).sum()),
             accuracy_before=float(np.mean(mb[ok, k] > 0)) if ok.any() else np.nan,
             accuracy_after=float(np.mean(ma[ok, k] > 0)) if ok.any() else np.nan,
@@ -532,7 +562,7 @@ def write_summaries(result, path: str | Path) -> None:
     write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], path / "risk_table.csv")
 
 # %% ../nbs/07_audit.ipynb #b94a5590
-TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_changed", "n_dropped",
+TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_clusters", "n_changed", "n_dropped",
                  "change_rate", "median_edit_size", "n_truncated", "n_answer_cut",
                  "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
@@ -906,14 +936,14 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
           effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
           errors: str = "raise", overwrite: bool = False,
-          perturb_turns: str = "final") -> AuditResult:
+          perturb_turns: str = "final", group_by: str | None = None) -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
     t_start = time.perf_counter()
     settings = AuditSettings(seed=seed, permutations=permutations, alpha=alpha, scale=scale,
                              multiplicity=multiplicity, margin=margin, family=family, preset=preset,
                              two_sided=two_sided, group_weights=dict(group_weights) if group_weights else None,
-                             effect_ci=effect_ci)
+                             effect_ci=effect_ci, group_by=group_by)
     if out is not None:
         check_writable(out)
     if conditions is not None and not isinstance(conditions, Mapping):
@@ -928,6 +958,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         original = ra_data.load_preferences(data, errors=errors) if not isinstance(data, pd.DataFrame) \
             else ra_data.validate(data)
         conds = dict(conditions or {})
+    clusters, clusters_by = item_clusters(original, group_by)   # the unit of independence of every test
     if out is not None:  # refuse a folder holding another dataset's run before any work (overwrite clears it)
         _stamp_data(out, original, source, overwrite)
     names = perturbation_names(perturbations) if perturbations is not None else []
@@ -985,7 +1016,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         fam = items[sel]
         if fam["id"].nunique() < 2:
             continue
-        t = family_table(fam, groups=groups, settings=settings, seed=family_seed(settings.seed, subset))
+        t = family_table(fam, groups=groups, settings=settings, seed=family_seed(settings.seed, subset),
+                         clusters=clusters)
         t.insert(0, "subset", subset)
         t.insert(0, "model", model)
         tables.append(t)
@@ -1019,6 +1051,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "data": {"source": str(source), "n_items": int(len(original)),
                  "subsets": {str(k): int(v) for k, v in original["subset"].astype(str).value_counts(sort=False).items()},
                  "sha256": data_fingerprint(original), "format": original.attrs.get("format"),
+                 "clusters": {"by": clusters_by, "n": int(clusters.nunique()),
+                              "largest": int(clusters.value_counts().max()) if len(clusters) else 0},
                  "dropped_invalid": dropped,
                  **({"turns": _turn_summary(original), "perturb_turns": perturb_turns}
                     if "history" in original.columns else {})},

@@ -201,7 +201,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
-    group_weights=None, effect_ci="nct", overwrite=False,
+    group_weights=None, effect_ci="nct", overwrite=False, group_by=None,
     perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None)
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
@@ -316,6 +316,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "controlled=0.8,stylized=0.5; its FDR is measured and reported unless mean(1/q) <= 1")
     g.add_argument("--effect-ci", choices=["nct", "bca"], default=S,
                    help="d_z interval: nct (noncentral t, assumes normal differences; default) or bca (bootstrap)")
+    g.add_argument("--group-by", default=S, metavar="COLUMN",
+                   help="data column whose equal values form a cluster of pairs tested as one unit (default: "
+                        "group_id when the data have it, else the prompt; --group-by id tests every pair alone)")
     g.add_argument("--margin", type=_margin, default=S, help="effect-size margin for UNSUITABLE (default 0.2; or auto)")
     g.add_argument("--family", choices=["subset", "model"], default=S,
                    help="FDR family: one model x one subset (default) or one model with subsets pooled")
@@ -500,7 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "0.05 with --conventions blog)")
     pr.add_argument("--conventions", choices=["package", "blog"], default="package",
                     help="package (default) or blog: the published rm_report's conventions (RM ties wrong, "
-                         "variance ddof 0, domain = mean of prompts, tau 0.05, accuracy pooled over pairs)")
+                         "variance ddof 0 of z = (r - mean)/(sd + 1e-8), domain = mean of prompts, tau 0.05)")
     pr.add_argument("--n-boot", type=_positive_int("n-boot"), default=2000,
                     help="bootstrap resamples of prompts for the accuracy interval (default 2000)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
@@ -850,7 +853,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
                        effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
                        perturb_workers=args.get("workers") or os.cpu_count(), overwrite=bool(args.get("overwrite")),
-                       perturb_turns=args.get("perturb_turns") or "final",
+                       perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
                        errors="drop" if args.get("drop_invalid") else "raise",
                        perturb_options={"rewriter": rewriter} if rewriter is not None else None)
     rendered = None

@@ -111,11 +111,21 @@ def _error_rate(manifest: dict) -> str:
     return text
 
 
+def _clusters_text(data: dict) -> str:
+    "' in G clusters (…)' when pairs share a cluster, so the reader sees the unit the tests treat as independent."
+    c = data.get("clusters") or {}
+    if not c or c.get("n", 0) >= data.get("n_items", 0):
+        return ""
+    by = {"group_id": "a group_id", "prompt": "a prompt"}.get(c.get("by"), f"a {c.get('by')} value")
+    return (f" in {c['n']} clusters (pairs sharing {by}; up to {c.get('largest')} pairs each; each test flips "
+            "whole clusters)")
+
+
 def header_html(result: AuditResult) -> str:
     "A one-table summary of what was audited with which settings (the template carries the title)."
     m, t = result.manifest, result.table
     s, d = m.get("settings", {}), m.get("data", {})
-    rows = [("data", f"{d.get('source', '?')}: {d.get('n_items', '?')} items, subsets "
+    rows = [("data", f"{d.get('source', '?')}: {d.get('n_items', '?')} items{_clusters_text(d)}, subsets "
                      + ", ".join(f"{k} ({v})" for k, v in (d.get("subsets") or {}).items())),
             ("scorers", ", ".join(f"{k} [{v.get('fingerprint', '')}]" for k, v in m.get("models", {}).items())),
             ("perturbations", ", ".join(plots.perturbation_order(t["perturbation"]))),

@@ -279,3 +279,39 @@ def test_a_family_with_nothing_testable_reports_rather_than_crashes():
     t = res.table
     assert list(t["perturbation"]) == ["EF", "LE"] and (t["n"] == 0).all()
     assert t["effect_size"].isna().all() and t["p"].isna().all() and not t["significant"].any()
+
+
+def _rb2_rows(n=12):
+    return [{"id": f"r{i}", "prompt": f"Question {i}: what do cats like to eat in winter?",
+             "chosen": [f"Cats like fish and warm milk, answer {i}."],
+             "rejected": [f"Dogs bark at night, wrong answer {i}.{k}" for k in range(3)],
+             "subset": "Focus", "num_correct": 1, "total_completions": 4} for i in range(n)]
+
+
+def test_clustered_pairs_flip_whole_rewardbench2_rows():
+    from reward_auditor.data import load_preferences
+    from reward_auditor.stats import signflip_test
+    d = load_preferences(_rb2_rows())
+    r = audit(d, ["noise"], ["EF", "IU"], permutations=500, progress=False)
+    assert r.table["n"].eq(36).all() and r.table["n_clusters"].eq(12).all()
+    assert r.manifest["data"]["clusters"] == {"by": "group_id", "n": 12, "largest": 3}
+    assert "in 12 clusters" in __import__("reward_auditor.report", fromlist=["x"]).header_html(r)
+    for name, row in r.table.set_index("perturbation").iterrows():
+        it = r.items[r.items["perturbation"] == name]
+        sums = it.groupby(it["id"].str.split("-").str[0], sort=False)["delta"].sum()
+        ids = it["id"].str.split("-").str[0].to_numpy()
+        # the audit's p is the exact test on the 12 row sums, and the stats engine's cluster_ids path agrees
+        assert row["p"] == signflip_test(sums.to_numpy(), B=500).pvalue
+        assert row["p"] == signflip_test(it["delta"].to_numpy(), B=500, cluster_ids=ids).pvalue
+        assert row["ci_high"] - row["ci_low"] > 0
+    alone = audit(d, ["noise"], ["EF", "IU"], permutations=500, progress=False, group_by="id")
+    assert alone.table["n_clusters"].eq(36).all() and alone.manifest["data"]["clusters"]["by"] == "id"
+    with pytest.raises(AuditError, match="group_by column 'row'"):
+        audit(d, ["noise"], ["EF"], permutations=100, progress=False, group_by="row")
+
+
+def test_single_pair_clusters_leave_the_audit_unchanged():
+    a = audit("sample", ["noise", "overlap"], ["EF", "LC"], permutations=1000, progress=False)
+    b = audit("sample", ["noise", "overlap"], ["EF", "LC"], permutations=1000, progress=False, group_by="id")
+    pd.testing.assert_frame_equal(a.table, b.table)
+    assert a.table["n_clusters"].equals(a.table["n"]) and a.manifest["data"]["clusters"]["by"] == "prompt"
