@@ -34,7 +34,7 @@ __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS',
            'score_conditions', 'item_clusters', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json',
            'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
            'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
-           'style_matrices', 'audit', 'check_writable']
+           'style_matrices', 'rewardbench2_headline', 'audit', 'check_writable']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -876,6 +876,100 @@ def style_matrices(scorer, original: pd.DataFrame, cache=None) -> dict | None:
                     "matrix": m.matrix.round(6).to_numpy().tolist()}
     return out
 
+# %% ../nbs/07_audit.ipynb #5db00f10
+def _best_of_credit(m: np.ndarray) -> float:
+    "RewardBench 2 credit from one row's margins (chosen − each rejected): 0 if beaten, else 1/(1 + #ties at the top)."
+    return 0.0 if (m < 0).any() else 1.0 / (1 + int((m == 0).sum()))
+
+
+def _ties_stats(M: np.ndarray) -> tuple[bool, float, float]:
+    "(accurate, spread among correct answers, worst correct − best incorrect) from a correct × incorrect margin grid."
+    gap = float(M.min())
+    spread = float(M[:, 0].max() - M[:, 0].min()) if M.shape[0] > 1 else float("nan")
+    return gap > 0, spread, gap
+
+
+def _ties_composite(stats: Mapping[str, tuple]) -> float:
+    "RewardBench 2's Ties score from per-row stats keyed by 'ref:N' / 'tied:N' ids."
+    ref = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("ref:")}
+    tied = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("tied:")}
+    if not ref and not tied:
+        return float("nan")              # Ties rows without RewardBench 2's ref:/tied: ids cannot be scored
+    acc = lambda d: float(np.mean([v[0] for v in d.values()])) if d else 0.0
+    both = sorted(set(ref) & set(tied))
+    spread = np.array([tied[k][1] for k in both], float)
+    gap_t = np.array([tied[k][2] for k in both], float)
+    gap_hard = np.minimum(np.array([ref[k][2] for k in both], float), gap_t)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pref = float(np.mean(gap_t > spread)) if both else 0.0
+        pref_hard = float(np.mean(gap_hard > spread)) if both else 0.0
+        margin = float(np.mean(np.nan_to_num(np.tanh(gap_hard / spread - 1), nan=0.0))) if both else 0.0
+    return 0.30 * acc(tied) + 0.30 * acc(ref) + 0.20 * pref + 0.20 * pref_hard + 0.01 * margin
+
+
+def _rb2_rows(frame: pd.DataFrame) -> dict:
+    "Per row (group_id): its subset, whether it is a Ties row, and its chosen × rejected margin grid (NaN if unscored)."
+    rows = {}
+    for gid, g in frame.groupby("group_id", sort=False):
+        M = np.full((int(g["chosen_index"].max()) + 1, int(g["rejected_index"].max()) + 1), np.nan)
+        M[g["chosen_index"].to_numpy(int), g["rejected_index"].to_numpy(int)] = g["margin"].to_numpy(float)
+        rows[str(gid)] = (str(g["subset"].iloc[0]), bool(g["is_tie"].iloc[0]), M)
+    return rows
+
+
+def _rb2_subset_score(rows: list, tie: bool) -> float:
+    if tie:
+        return _ties_composite({gid: _ties_stats(M) for gid, M in rows})
+    return float(np.mean([_best_of_credit(M[0]) for _, M in rows])) if rows else float("nan")
+
+
+def rewardbench2_headline(original: pd.DataFrame, items: pd.DataFrame, *, chance_draws: int = 200,
+                          seed: int = 0) -> list[dict] | None:
+    "RewardBench 2's own score per model and subset (best-of-n with 1/k tie credit; the Ties composite) beside the audit's pair accuracy, with chance levels."
+    need = {"group_id", "chosen_index", "rejected_index", "is_tie", "subset"}
+    if not need <= set(original.columns) or items.empty:
+        return None
+    key = original[["id", *sorted(need)]].assign(id=original["id"].astype(str))
+    out = []
+    rng = np.random.default_rng(seed)
+    for model, it in items.groupby("model", sort=False):
+        first = it.drop_duplicates("id").assign(id=lambda f: f["id"].astype(str))[["id", "margin_before"]]
+        f = key.merge(first.rename(columns={"margin_before": "margin"}), on="id", how="inner")
+        rows = _rb2_rows(f)
+        complete = {g: v for g, v in rows.items() if np.isfinite(v[2]).all()}
+        scores = []
+        for sub in dict.fromkeys(v[0] for v in rows.values()):
+            mine = [(g, v[2]) for g, v in complete.items() if v[0] == sub]
+            tie = any(v[1] for v in rows.values() if v[0] == sub)
+            pairs = f[f["subset"].astype(str) == sub]["margin"].to_numpy(float)
+            pairs = pairs[np.isfinite(pairs)]
+            if tie:   # chance: the composite of random scores on the same rows
+                sims = [_rb2_subset_score([(g, rng.standard_normal(M.shape[0])[:, None] - rng.standard_normal(M.shape[1])[None, :])
+                                            for g, M in mine], True) for _ in range(chance_draws)]
+                chance = float(np.mean(sims)) if mine else float("nan")
+            else:
+                chance = float(np.mean([1.0 / (1 + M.shape[1]) for _, M in mine])) if mine else float("nan")
+            score = _rb2_subset_score(mine, tie) if mine else float("nan")
+            top_ties = sum(1 for _, M in mine if not tie and not (M[0] < 0).any() and (M[0] == 0).any())
+            out.append({"model": model, "subset": sub, "rows": len(mine),
+                        "rows_incomplete": sum(1 for v in rows.values() if v[0] == sub) - len(mine),
+                        "score": score, "score_chance": chance,
+                        "rule": "Ties composite" if tie else "best of n, 1/k credit on ties at the top",
+                        "rows_tied_at_top": top_ties, "pair_accuracy": float(np.mean(pairs > 0)) if pairs.size else float("nan"),
+                        "pairs": int(pairs.size), "pair_chance": 0.5})
+            scores.append((score, chance))
+        ok = [(a, b) for a, b in scores if np.isfinite(a)]
+        allp = f["margin"].to_numpy(float)
+        allp = allp[np.isfinite(allp)]
+        out.append({"model": model, "subset": "all", "rows": len(complete),
+                    "rows_incomplete": len(rows) - len(complete),
+                    "score": float(np.mean([a for a, _ in ok])) if ok else float("nan"),
+                    "score_chance": float(np.mean([b for _, b in ok])) if ok else float("nan"),
+                    "rule": "mean of the subset scores", "rows_tied_at_top": None,
+                    "pair_accuracy": float(np.mean(allp > 0)) if allp.size else float("nan"),
+                    "pairs": int(allp.size), "pair_chance": 0.5})
+    return out
+
 # %% ../nbs/07_audit.ipynb #2888be8e
 DATA_STAMP = "fingerprint.json"
 
@@ -1003,6 +1097,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                                  settings.scale)
     truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
     style_matrix = {sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
+    rb2 = rewardbench2_headline(original, items, seed=settings.seed)
 
     groups = {n: getattr(c, "group", "other") for n, c in conds.items()}
     sides = {n: getattr(c, "side", "") for n, c in conds.items()}
@@ -1069,6 +1164,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "truncation": truncation,
         "rmbench_style_matrix": style_matrix,
+        **({"rewardbench2": _jsonable(rb2)} if rb2 else {}),
         "cache": str(getattr(store, "path", store)) if store is not None else None,
         "engine": {**engine.describe(), "by_model": engine_reports} if engine is not None else {"name": "in-process"},
         "warnings": warn,

@@ -26,11 +26,11 @@ from . import plots
 # %% auto #0
 __all__ = ['BELOW_CHANCE_NOTE', 'KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html',
            'below_chance', 'header_html', 'findings', 'findings_html', 'warnings_html', 'legend_html',
-           'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html', 'truth_html', 'risk_display',
-           'top_degraded', 'history_html', 'top_degraded_html', 'control_notes', 'subset_heterogeneity',
-           'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport',
-           'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic',
-           'render_diagnostic', 'frame_html']
+           'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html', 'rewardbench2_html',
+           'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html', 'control_notes',
+           'subset_heterogeneity', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path',
+           'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
+           'load_diagnostic', 'render_diagnostic', 'frame_html']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -290,10 +290,31 @@ def below_chance_html(table: pd.DataFrame) -> str:
             f"about keeping that preference under perturbation is not meaningful here.<ul>{items}</ul></div>")
 
 
+def rewardbench2_html(manifest: dict) -> str:
+    "RewardBench 2's own score per model and subset beside the audit's pair accuracy, each with its chance level."
+    rows = manifest.get("rewardbench2") or []
+    if not rows:
+        return ""
+    num = lambda x, f="{:.3f}": "–" if x is None else f.format(x)
+    body = "".join(
+        f"<tr><td style='text-align:left'>{esc(r['model'])}</td><td style='text-align:left'>{esc(r['subset'])}</td>"
+        f"<td>{r['rows']}</td><td>{num(r['score'])}</td><td>{num(r['score_chance'])}</td>"
+        f"<td>{num(r['pair_accuracy'])}</td><td>{num(r['pair_chance'], '{:g}')}</td>"
+        f"<td style='text-align:left'>{esc(r['rule'])}</td></tr>" for r in rows)
+    return ("<details open><summary><b>RewardBench 2's own score</b></summary><p>RewardBench 2 scores a row, not a "
+            "pair: right when the chosen answer scores highest of all its answers (chance 1 in 1 + the number of "
+            "rejected answers, 0.25 for four), with 1/k credit when it ties k − 1 others for the top; its Ties "
+            "subset has a composite of its own (chance estimated from random scores on the same rows), and its "
+            "headline is the mean over subsets. The audit's accuracy counts the expanded pairs (chance 0.5).</p>"
+            "<table><tr><th>model</th><th>subset</th><th>rows</th><th>RewardBench 2 score</th><th>chance</th>"
+            "<th>audit pair accuracy</th><th>chance</th><th>rule</th></tr>" + body + "</table></details>")
+
+
 def truth_html(result: AuditResult) -> str:
     "Everything a reader needs to read the numbers right: legend, truncation, changed items, style matrix, chance."
     return "".join([below_chance_html(result.table), legend_html(result), truncation_html(result.manifest),
-                    changes_html(result.table), style_matrix_html(result.manifest)])
+                    changes_html(result.table), style_matrix_html(result.manifest),
+                    rewardbench2_html(result.manifest)])
 
 
 def risk_display(table: pd.DataFrame) -> pd.DataFrame:
