@@ -720,14 +720,27 @@ _GUARANTEE = {"bh": "independent or positively dependent (PRDS) tests within a f
               "by": "any dependence between the tests", "weighted": "independent or PRDS tests, mean(1/q) <= 1"}
 
 
+def _cluster_shape(family: pd.DataFrame) -> tuple | None:
+    "Pairs per cluster of a family, spread evenly (its largest n over its n_clusters clusters); None when unclustered."
+    if "n_clusters" not in family.columns:
+        return None
+    n, g = int(family["n"].max()), int(family["n_clusters"].max())
+    if g <= 0 or g >= n:
+        return None
+    return tuple(n // g + (1 if i < n % g else 0) for i in range(g))
+
+
 def error_control(table: pd.DataFrame, settings: AuditSettings) -> tuple[dict, list[str]]:
     "The error rate the run's decision controls (for manifest and header) and the warnings for unproven procedures."
     a, m = settings.alpha, settings.multiplicity
     two = settings.two_sided
     tail = f"each tail (degradation, improvement) at alpha/2 = {a / 2:g}" if two else f"degradation tail at alpha = {a:g}"
-    shapes = {tuple(sorted(g["group"].astype(str))) for _, g in table.groupby(["model", "subset"], sort=False)}
-    measured = [ra_multiplicity.measured_fdr(m, list(sh), two_sided=two, alpha=a, weights=settings.group_weights)
-                for sh in sorted(shapes)]
+    shapes = {(tuple(sorted(g["group"].astype(str))), _cluster_shape(g)) for _, g in table.groupby(["model", "subset"], sort=False)}
+    measured = [ra_multiplicity.measured_fdr(m, list(sh), two_sided=two, alpha=a, weights=settings.group_weights,
+                                             # clustered families are simulated as clustered items (unproven only)
+                                             **({"clusters": cl, "reps": 1000} if cl and not
+                                                ra_multiplicity.is_proven(m, list(sh), settings.group_weights) else {}))
+                for sh, cl in sorted(shapes, key=lambda x: (x[0], x[1] or ()))]
     proven = all(x["proven"] for x in measured)
     if proven:
         what = ("FDR over both tails <= {a:g}, and the chance of any verdict other than NO_EVIDENCE in a family "
