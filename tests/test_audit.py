@@ -401,3 +401,14 @@ def test_rewardbench2_headline_matches_its_scoring(with_ties):
     pairs = r.items.drop_duplicates("id")
     assert got["all"]["pair_accuracy"] == np.mean(pairs["margin_before"] > 0)
     assert "RewardBench 2 score" in rewardbench2_html(r.manifest)
+
+
+def test_unproven_procedure_is_measured_on_clustered_families():
+    from reward_auditor.data import load_preferences
+    r = audit(load_preferences(_rb2_rows()), ["noise"], ["EF", "IU"], permutations=200, progress=False,
+              multiplicity="tsbh")
+    m = r.manifest["error_control"]["measured"]
+    assert len(m) == 1 and m[0]["clusters"] == {"n_clusters": 12, "pairs": 36} and m[0]["reps"] == 1000
+    # a proven procedure is not simulated at all, clustered or not
+    assert audit(load_preferences(_rb2_rows()), ["noise"], ["EF"], permutations=200,
+                 progress=False).manifest["error_control"]["measured"] == []
