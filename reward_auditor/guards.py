@@ -54,7 +54,7 @@ def register_secret(env: str | None = None, value: str | None = None) -> None:
 
 def _secret_values() -> list[str]:
     vals = set(_SECRET_VALUES) | {os.environ.get(e, "") for e in SECRET_ENV}
-    return sorted((v for v in vals if len(v) >= 4), key=len, reverse=True)
+    return sorted((v for v in vals if len(v) >= 8), key=len, reverse=True)
 
 
 def mask_secrets(text: Any) -> str:
