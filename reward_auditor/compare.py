@@ -25,8 +25,8 @@ from . import stats as ra_stats
 # %% auto #0
 __all__ = ['VERDICTS', 'ON', 'ROBUSTNESS_COLUMNS', 'ACCURACY_COLUMNS', 'RANK_COLUMNS', 'CompareError', 'model_pairs', 'correct',
            'decision_flips', 'family_seed', 'cluster_codes', 'pair_signflip', 'dz_columns', 'dz_interval', 'mcnemar',
-           'newcombe_ci', 'rank_intervals', 'compact_letters', 'check_same_items', 'merge_runs', 'item_cube',
-           'Comparison', 'detectability_warnings', 'compare', 'SimulatedRun', 'simulate_run']
+           'newcombe_ci', 'rank_intervals', 'compact_letters', 'check_same_items', 'merge_runs', 'run_clusters',
+           'item_cubes', 'item_cube', 'Comparison', 'detectability_warnings', 'compare', 'SimulatedRun', 'simulate_run']
 
 # %% ../nbs/17_compare.ipynb #c91e3891
 class CompareError(ValueError):
@@ -114,24 +114,28 @@ def _shared_counts(Dm: np.ndarray, ia: np.ndarray, ib: np.ndarray, V: np.ndarray
     # |computed − exact| of s·d_A − s·d_B is at most ~(n + 2)·u·(Σ|d_A| + Σ|d_B|); 4× is slack
     bound = np.zeros(K) if integral else 4.0 * (npad + 2) * 2.0 ** -53 * (scale[ia] + scale[ib]) + 1e-300
     counts = [np.zeros(K, np.int64), np.zeros(K, np.int64)]
+    # tail 0 counts T >= thr0 (+ band), tail 1 counts −T >= thr1, i.e. T <= −thr1; a row within `bound` of a
+    # threshold is recomputed exactly as the engine does; the band is found from two counts per tail
+    hi = (thr[0] + bound, -thr[1] - bound)                   # certainly counted beyond these
+    lo = (thr[0] - bound, -thr[1] + bound)                   # certainly not counted beyond these
     for words in ra_stats.sign_words(seed, B, n, chunk):
         bits = ra_stats.words_to_bits(words)
         TM = (bits.astype(np.float64) * 2 - 1) @ Mp
-        T = TM[:, ia] - TM[:, ib]
+        T = TM[:, ia]
+        T -= TM[:, ib]
+        sure = (np.count_nonzero(T >= hi[0], axis=0), np.count_nonzero(T <= hi[1], axis=0))
+        counts[0] += sure[0]
+        counts[1] += sure[1]
+        if integral:
+            continue
+        band = (np.count_nonzero(T > lo[0], axis=0) - sure[0], np.count_nonzero(T < lo[1], axis=0) - sure[1])
         for tail in (0, 1):
-            stat = T if tail == 0 else -T
-            gap = stat - thr[tail]
-            counts[tail] += np.count_nonzero(gap >= bound, axis=0)
-            if integral:
-                continue
-            near = np.abs(gap) < bound
-            if near.any():                                    # the engine's own float64 recheck
-                rows, cols = np.nonzero(near)
-                for k in np.unique(cols):
-                    r = rows[cols == k]
-                    T64 = (bits[r].astype(np.float64) * 2 - 1) @ Vp[:, k]
-                    st = T64 if tail == 0 else -T64
-                    counts[tail][k] += int(np.count_nonzero(st >= thr[tail][k]))
+            for k in np.flatnonzero(band[tail]):                 # the engine's own float64 recheck
+                t = T[:, k]
+                r = np.flatnonzero((t > lo[0][k]) & (t < hi[0][k]) if tail == 0 else (t < lo[1][k]) & (t > hi[1][k]))
+                T64 = (bits[r].astype(np.float64) * 2 - 1) @ Vp[:, k]
+                st = T64 if tail == 0 else -T64
+                counts[tail][k] += int(np.count_nonzero(st >= thr[tail][k]))
     return counts[0], counts[1]
 
 
@@ -219,15 +223,15 @@ def newcombe_ci(both, a_only, b_only, neither, level: float = 0.95):
     a, b, c, d = (np.asarray(x, np.float64) for x in (both, a_only, b_only, neither))
     n = a + b + c + d
     z = sps.norm.ppf(0.5 + level / 2)
-    p1, p2 = (a + b) / n, (a + c) / n
-    l1, u1 = _wilson(a + b, n, z)
-    l2, u2 = _wilson(a + c, n, z)
-    denom = (a + b) * (c + d) * (a + c) * (b + d)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):              # n = 0 gives NaN limits
+        p1, p2 = (a + b) / n, (a + c) / n
+        l1, u1 = _wilson(a + b, n, z)
+        l2, u2 = _wilson(a + c, n, z)
+        denom = (a + b) * (c + d) * (a + c) * (b + d)
         phi = np.where(denom > 0, (a * d - b * c) / np.sqrt(np.where(denom > 0, denom, 1.0)), 0.0)
-    diff = p1 - p2
-    lo = diff - np.sqrt(np.maximum((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0))
-    hi = diff + np.sqrt(np.maximum((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0))
+        diff = p1 - p2
+        lo = diff - np.sqrt(np.maximum((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0))
+        hi = diff + np.sqrt(np.maximum((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0))
     return np.maximum(lo, -1.0), np.minimum(hi, 1.0)
 
 # %% ../nbs/17_compare.ipynb #b1eb9424
@@ -269,6 +273,15 @@ def compact_letters(models: Sequence[str], accuracy: Sequence[float], different:
     return letters
 
 # %% ../nbs/17_compare.ipynb #65cc3320
+def _unique(col) -> list[str]:
+    "Distinct values of a column as strings, in order of first appearance (fast on millions of rows)."
+    return [str(x) for x in pd.unique(col)]
+
+
+def _as_str(col: pd.Series) -> pd.Series:
+    return col if pd.api.types.is_string_dtype(col) and not pd.api.types.is_object_dtype(col) else col.astype(str)
+
+
 def _label(results, k: int, labels) -> str:
     return str(labels[k]) if labels is not None else f"run {k + 1}"
 
@@ -296,7 +309,7 @@ def check_same_items(results: Sequence[Any], labels: Sequence[str] | None = None
             raise CompareError(f"{a if base.texts is None else b} has no texts.parquet, so its perturbed texts "
                                "cannot be checked against the other run's: rerun the audit")
         ta, tb = _text_key(base.texts), _text_key(other.texts)
-        conds = list(dict.fromkeys(["orig", *base.items["perturbation"].astype(str), *ta.index.get_level_values(0)]))
+        conds = list(dict.fromkeys(["orig", *_unique(base.items["perturbation"]), *ta.index.get_level_values(0)]))
         conds += [c for c in dict.fromkeys(tb.index.get_level_values(0)) if c not in conds]
         ids = list(dict.fromkeys(ta.loc["orig"].index)) if "orig" in ta.index.get_level_values(0) else []
         ids += [i for i in dict.fromkeys(tb.index.get_level_values(1)) if i not in set(ids)]
@@ -317,7 +330,7 @@ def check_same_items(results: Sequence[Any], labels: Sequence[str] | None = None
                     raise CompareError(f"{a} and {b} differ at item {i} of condition {cond} ({field_}): compare "
                                        "runs over the same data, seed and perturbation options")
             raise CompareError(f"{a} and {b} differ in condition {cond}: compare runs over the same perturbed data")
-        ma, mb = set(base.items["model"].astype(str)), set(other.items["model"].astype(str))
+        ma, mb = set(_unique(base.items["model"])), set(_unique(other.items["model"]))
         if ma & mb:
             raise CompareError(f"model {sorted(ma & mb)[0]} is in both {a} and {b}: a model may appear in one run "
                                "only (rename it in one audit)")
@@ -334,6 +347,28 @@ def merge_runs(results: Sequence[Any], labels: Sequence[str] | None = None) -> t
     table = pd.concat([r.table for r in results], ignore_index=True)
     return items, table, dict(results[0].manifest.get("settings") or {})
 
+# %% ../nbs/17_compare.ipynb #05000bbf
+def run_clusters(results: Sequence[Any]) -> tuple[dict | None, str | None]:
+    "The runs' clusters as id → label (None when every item stands alone or none were recorded), and a warning."
+    for r in results:
+        for frame in (r.items, r.texts):
+            if frame is not None and "cluster" in frame.columns:
+                f = frame.drop_duplicates("id")
+                return dict(zip(f["id"].astype(str), f["cluster"])), None
+    by = (results[0].manifest.get("clusters") or {}).get("by")
+    texts = results[0].texts
+    if by == "prompt" and texts is not None:
+        orig = texts[texts["perturbation"] == "orig"]
+        key = orig["prompt"].astype(str)
+        if "history" in orig.columns:
+            key = orig["history"].map(lambda h: json.dumps(list(h) if h is not None and not isinstance(h, str) else h,
+                                                           default=str, sort_keys=True)) + "\x00" + key
+        return dict(zip(orig["id"].astype(str), key)), None
+    if by is not None and by != "prompt":
+        return None, (f"the run clustered its items by {by}, which the saved run does not hold per item: this "
+                      "comparison treats items as independent (pass clusters= to compare to flip whole clusters)")
+    return None, None
+
 # %% ../nbs/17_compare.ipynb #c14597c3
 def _confidence_delta(items: pd.DataFrame, scale: str) -> np.ndarray:
     if "delta" in items.columns:
@@ -343,20 +378,27 @@ def _confidence_delta(items: pd.DataFrame, scale: str) -> np.ndarray:
     return (m1 - m0) if scale == "nll" else (m0 - m1)
 
 
+def item_cubes(items: pd.DataFrame, models: Sequence[str], perturbations: Sequence[str],
+               values: Sequence[str]) -> tuple[dict, list]:
+    "One subset's items → {value: array items × models × perturbations (NaN where missing)} and the item ids."
+    ids = _unique(items.loc[items["model"] == models[0], "id"])
+    it = items[items["model"].isin(models) & items["perturbation"].isin(perturbations)]
+    r = pd.Index(ids).get_indexer(_as_str(it["id"]))
+    ok = r >= 0
+    where = (r[ok], pd.Index(models).get_indexer(it["model"])[ok],
+             pd.Index(perturbations).get_indexer(it["perturbation"])[ok])
+    out = {}
+    for v in values:
+        cube = np.full((len(ids), len(models), len(perturbations)), np.nan)
+        cube[where] = it[v].to_numpy(np.float64)[ok]
+        out[v] = cube
+    return out, ids
+
+
 def item_cube(items: pd.DataFrame, models: Sequence[str], perturbations: Sequence[str], value: str) -> tuple[np.ndarray, list]:
     "One subset's items → array items × models × perturbations of `value` (NaN where missing) and the item ids."
-    ids = list(dict.fromkeys(items.loc[items["model"] == models[0], "id"].astype(str)))
-    pos = pd.Index(ids)
-    cube = np.full((len(ids), len(models), len(perturbations)), np.nan)
-    mi = {m: k for k, m in enumerate(models)}
-    pi = {p: k for k, p in enumerate(perturbations)}
-    sel = items["model"].isin(mi) & items["perturbation"].isin(pi)
-    it = items[sel]
-    r = pos.get_indexer(it["id"].astype(str))
-    ok = r >= 0
-    cube[r[ok], it["model"].map(mi).to_numpy()[ok], it["perturbation"].map(pi).to_numpy()[ok]] = \
-        it[value].to_numpy(np.float64)[ok]
-    return cube, ids
+    cubes, ids = item_cubes(items, models, perturbations, [value])
+    return cubes[value], ids
 
 # %% ../nbs/17_compare.ipynb #40859e7b
 @dataclass
@@ -484,50 +526,46 @@ class Comparison:
                    part("ranks", RANK_COLUMNS), meta["settings"], meta.get("warnings", []))
 
 # %% ../nbs/17_compare.ipynb #2373d132
-def _robustness_subset(sub_items: pd.DataFrame, subset: str, models: list, perts: list, *, scale: str, B: int,
-                       seed: int, p_method: str, clusters, level: float) -> pd.DataFrame:
+def _robustness_subset(cubes: dict, ids: list, subset: str, models: list, perts: list, *, B: int, seed: int,
+                       p_method: str, clusters) -> pd.DataFrame:
     "Both versions of every pair × perturbation test in one subset (unadjusted)."
-    dcube, ids = item_cube(sub_items, models, perts, "_delta")
-    fb, _ = item_cube(sub_items, models, perts, "_flip")
+    dcube, fb = cubes["_delta"], cubes["_flip"]
     ok = np.isfinite(dcube).all(axis=1) & np.isfinite(fb).all(axis=1)           # items × perturbations
     pairs = model_pairs(range(len(models)))
-    cl = None
+    ia, ib = np.array([a for a, _ in pairs], np.int64), np.array([b for _, b in pairs], np.int64)
+    P, L = len(pairs), len(perts)
+    codes = None
     if clusters is not None:
         cl = pd.Series(ids).map(clusters)
         if cl.isna().any():
             raise CompareError(f"clusters: item {ids[int(np.flatnonzero(cl.isna())[0])]} of subset {subset} has no "
                                "cluster id")
-        cl = cl.to_numpy(object)
-    out = {}
+        codes = cluster_codes(cl.to_numpy(object), len(ids))
+    n = np.broadcast_to(ok.sum(axis=0), (P, L))
+    cols = {"model_a": np.repeat(np.array(models, dtype=object)[ia], L),
+            "model_b": np.repeat(np.array(models, dtype=object)[ib], L), "subset": subset,
+            "perturbation": np.tile(np.array(perts, dtype=object), P), "n": n.ravel().astype(np.int64)}
     for version, cube in (("margin", dcube), ("decision", fb)):
         X = np.where(ok[:, None, :], cube, 0.0)
         r = pair_signflip(X, pairs, B=B, seed=family_seed(seed, subset, version), p_method=p_method,
-                          cluster_ids=cl)
-        ia, ib = np.array([a for a, _ in pairs], np.int64), np.array([b for _, b in pairs], np.int64)
-        Dfull = X[:, ia, :] - X[:, ib, :]                                       # items × pairs × perturbations
-        n = np.broadcast_to(ok.sum(axis=0), (len(pairs), len(perts)))
-        mean = Dfull.sum(axis=0) / np.maximum(n, 1)
-        units = Dfull if cl is None else _cluster_rows(Dfull, cluster_codes(cl, len(ids))) / np.maximum(
-            _cluster_rows(ok[:, None, :].astype(float) * np.ones((1, len(pairs), 1)), cluster_codes(cl, len(ids))), 1)
-        dz = np.empty((len(pairs), len(perts)))
-        for l in range(len(perts)):
-            keep = ok[:, l] if cl is None else np.ones(units.shape[0], bool)
-            dz[:, l] = dz_columns(units[keep][:, :, l])[0] if keep.sum() > 1 else np.nan
-        out[version] = dict(r, mean=mean, dz=dz, n=n)
-    rows = []
-    for k, (a, b) in enumerate(pairs):
-        for l, p in enumerate(perts):
-            row = {"model_a": models[a], "model_b": models[b], "subset": subset, "perturbation": p,
-                   "n": int(out["margin"]["n"][k, l])}
-            if cl is not None:
-                row["n_clusters"] = int(out["margin"]["n_units"][k, l])
-            for v in ON:
-                o = out[v]
-                row.update({f"{v}_mean_diff": float(o["mean"][k, l]), f"{v}_effect_size": float(o["dz"][k, l]),
-                            f"{v}_n_nonzero": int(o["n_nonzero"][k, l]), f"{v}_p_greater": float(o["p_greater"][k, l]),
-                            f"{v}_p_less": float(o["p_less"][k, l])})
-            rows.append(row)
-    return pd.DataFrame(rows)
+                          cluster_ids=None if codes is None else codes)
+        dz, mean = np.full((P, L), np.nan), np.empty((P, L))
+        for l in range(L):
+            D = X[:, ia, l] - X[:, ib, l]                                       # items × pairs
+            mean[:, l] = D.sum(axis=0) / max(int(ok[:, l].sum()), 1)
+            if codes is None:
+                units = D[ok[:, l]]
+            else:                                                               # cluster means (STATS §14)
+                cnt = np.bincount(codes, weights=ok[:, l].astype(float))
+                units = (_cluster_rows(D, codes) / np.maximum(cnt, 1)[:, None])[cnt > 0]
+            if units.shape[0] > 1:
+                dz[:, l] = dz_columns(units)[0]
+        if codes is not None and version == "margin":
+            cols["n_clusters"] = r["n_units"].ravel().astype(np.int64)
+        cols.update({f"{version}_mean_diff": mean.ravel(), f"{version}_effect_size": dz.ravel(),
+                     f"{version}_n_nonzero": r["n_nonzero"].ravel().astype(np.int64),
+                     f"{version}_p_greater": r["p_greater"].ravel(), f"{version}_p_less": r["p_less"].ravel()})
+    return pd.DataFrame(cols)
 
 
 def _adjust_robustness(t: pd.DataFrame, groups: Mapping[str, str], method: str, alpha: float, weights) -> pd.DataFrame:
@@ -549,30 +587,34 @@ def _adjust_robustness(t: pd.DataFrame, groups: Mapping[str, str], method: str, 
     return t
 
 
-def _accuracy_subset(sub_items: pd.DataFrame, subset: str, models: list, perts: list) -> pd.DataFrame:
+def _accuracy_subset(cubes: dict, subset: str, models: list, perts: list) -> pd.DataFrame:
     "McNemar and Newcombe for every pair × condition (orig and each perturbation) of one subset (unadjusted)."
-    before, ids = item_cube(sub_items, models, perts, "margin_before")
-    after, _ = item_cube(sub_items, models, perts, "margin_after")
+    before, after = cubes["margin_before"], cubes["margin_after"]
     conds = ["orig", *perts]
     right = np.concatenate([correct(before[:, :, :1]), correct(after)], axis=2)  # items × models × conditions
-    ok = np.isfinite(right).all(axis=1)
-    rows = []
-    for a, b in model_pairs(range(len(models))):
-        ra, rb = right[:, a, :], right[:, b, :]
-        both = np.where(ok, (ra == 1) & (rb == 1), False).sum(axis=0)
-        a_only = np.where(ok, (ra == 1) & (rb == 0), False).sum(axis=0)
-        b_only = np.where(ok, (ra == 0) & (rb == 1), False).sum(axis=0)
-        n = ok.sum(axis=0)
-        neither = n - both - a_only - b_only
-        lo, hi = newcombe_ci(both, a_only, b_only, neither)
-        for l, c in enumerate(conds):
-            rows.append({"model_a": models[a], "model_b": models[b], "subset": subset, "condition": c,
-                         "n": int(n[l]), "acc_a": (both[l] + a_only[l]) / n[l] if n[l] else np.nan,
-                         "acc_b": (both[l] + b_only[l]) / n[l] if n[l] else np.nan,
-                         "diff": (a_only[l] - b_only[l]) / n[l] if n[l] else np.nan,
-                         "ci_low": float(lo[l]), "ci_high": float(hi[l]),
-                         "n_a_only": int(a_only[l]), "n_b_only": int(b_only[l])})
-    return pd.DataFrame(rows)
+    ok = np.isfinite(right).all(axis=1)                                          # items × conditions
+    R = (right == 1) & ok[:, None, :]
+    W = (right == 0) & ok[:, None, :]
+    pairs = model_pairs(range(len(models)))
+    ia, ib = np.array([a for a, _ in pairs], np.int64), np.array([b for _, b in pairs], np.int64)
+    P, L = len(pairs), len(conds)
+    both, a_only, b_only = (np.empty((P, L), np.int64) for _ in range(3))
+    for l in range(L):                                      # 2 × 2 tables of every pair from two small products
+        Rl, Wl = R[:, :, l].astype(np.float64), W[:, :, l].astype(np.float64)
+        RR, RW = Rl.T @ Rl, Rl.T @ Wl
+        both[:, l], a_only[:, l], b_only[:, l] = RR[ia, ib], RW[ia, ib], RW[ib, ia]
+    n = np.broadcast_to(ok.sum(axis=0), (P, L))
+    neither = n - both - a_only - b_only
+    lo, hi = newcombe_ci(both, a_only, b_only, neither)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nn = np.where(n > 0, n, np.nan)
+        return pd.DataFrame({"model_a": np.repeat(np.array(models, dtype=object)[ia], L),
+                             "model_b": np.repeat(np.array(models, dtype=object)[ib], L), "subset": subset,
+                             "condition": np.tile(np.array(conds, dtype=object), P),
+                             "n": n.ravel().astype(np.int64), "acc_a": ((both + a_only) / nn).ravel(),
+                             "acc_b": ((both + b_only) / nn).ravel(), "diff": ((a_only - b_only) / nn).ravel(),
+                             "ci_low": lo.ravel(), "ci_high": hi.ravel(),
+                             "n_a_only": a_only.ravel(), "n_b_only": b_only.ravel()})
 
 
 def _ranks(acc: pd.DataFrame, models: list, alpha: float) -> pd.DataFrame:
@@ -623,20 +665,29 @@ def _warnings(method: str, alpha: float) -> list[str]:
 
 def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha: float | None = None,
             models: Sequence[str] | None = None, B: int | None = None, seed: int | None = None,
-            mid_p: bool = False, clusters: Mapping | None = None, p_method: str | None = None,
+            mid_p: bool = False, clusters: Mapping | str | None = "auto", p_method: str | None = None,
             labels: Sequence[str] | None = None) -> Comparison:
     """Paired comparisons between the models of an audit `result` (or a list of runs over the same data).
 
     `on`: which robustness version drives the verdict ('margin' or 'decision'; both are reported); `multiplicity`:
     the procedure per subset family; `alpha`, `B`, `seed`, `p_method`: default to the run's settings; `models`: a
-    subset of the models, in the order given; `mid_p`: mid-p McNemar; `clusters`: item id → cluster id, to flip
-    whole clusters."""
+    subset of the models, in the order given; `mid_p`: mid-p McNemar; `clusters`: item id → cluster id to flip
+    whole clusters, 'auto' (the run's own clusters, see `run_clusters`) or None (items independent)."""
     if on not in ON:
         raise CompareError(f"unknown on={on!r}: choose 'margin' (confidence differences) or 'decision' (right/wrong)")
     if multiplicity not in ra_multiplicity.METHODS:
         raise CompareError(f"unknown multiplicity {multiplicity!r}: choose from {', '.join(ra_multiplicity.METHODS)}")
     results = list(result) if isinstance(result, (list, tuple)) else [result]
     items, table, settings = merge_runs(results, labels)
+    cluster_warning = None
+    if isinstance(clusters, str):
+        if clusters != "auto":
+            raise CompareError(f"clusters must be 'auto', None or a mapping item id → cluster, got {clusters!r}")
+        clusters, cluster_warning = run_clusters(results)
+    if clusters is not None:
+        clusters = {str(k): v for k, v in dict(clusters).items()}
+        if len(set(clusters.values())) == len(clusters):   # one item per cluster: the per-item test
+            clusters = None
     alpha = float(settings.get("alpha", 0.05) if alpha is None else alpha)
     if not 0 < alpha < 1:
         raise CompareError(f"alpha must lie strictly between 0 and 1, got {alpha!r}")
@@ -645,7 +696,7 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
     p_method = p_method or settings.get("p_method", "permp")
     scale = settings.get("scale", "prob")
     weights = settings.get("group_weights") if multiplicity == "weighted" else None
-    present = list(dict.fromkeys(items["model"].astype(str)))
+    present = _unique(items["model"])
     models = list(models) if models is not None else present
     missing = [m for m in models if m not in present]
     if missing:
@@ -653,19 +704,20 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
     if len(dict.fromkeys(models)) < 2:
         raise CompareError(f"a comparison needs at least two models; the run(s) hold {', '.join(present) or 'none'}")
     models = list(dict.fromkeys(models))
-    items = items[items["model"].astype(str).isin(models)].assign(model=lambda f: f["model"].astype(str),
-                                                                  subset=lambda f: f["subset"].astype(str),
-                                                                  perturbation=lambda f: f["perturbation"].astype(str))
+    items = items.assign(model=_as_str(items["model"]), subset=_as_str(items["subset"]),
+                         perturbation=_as_str(items["perturbation"]))
+    items = items[items["model"].isin(models)]
     items = items.assign(_delta=_confidence_delta(items, scale),
                          _flip=decision_flips(items["margin_before"], items["margin_after"]))
-    perts = list(dict.fromkeys(items["perturbation"]))
+    perts = _unique(items["perturbation"])
     groups = table.drop_duplicates("perturbation").set_index("perturbation")["group"].astype(str).to_dict() \
         if "group" in table.columns else {}
     rob, acc = [], []
     for subset, sub in items.groupby("subset", sort=False):
-        rob.append(_robustness_subset(sub, subset, models, perts, scale=scale, B=B, seed=seed, p_method=p_method,
-                                      clusters=clusters, level=0.95))
-        acc.append(_accuracy_subset(sub, subset, models, perts))
+        cubes, ids = item_cubes(sub, models, perts, ["_delta", "_flip", "margin_before", "margin_after"])
+        rob.append(_robustness_subset(cubes, ids, subset, models, perts, B=B, seed=seed, p_method=p_method,
+                                      clusters=clusters))
+        acc.append(_accuracy_subset(cubes, subset, models, perts))
     rob = _adjust_robustness(pd.concat(rob, ignore_index=True), groups, multiplicity, alpha, weights)
     other = "decision" if on == "margin" else "margin"
     for c in ("mean_diff", "effect_size", "p", "p_adjusted", "verdict"):
@@ -689,12 +741,13 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
     ranks = _ranks(acc, models, alpha)[RANK_COLUMNS]
     settings_out = {"on": on, "multiplicity": multiplicity, "alpha": alpha, "B": B, "seed": seed,
                     "p_method": p_method, "scale": scale, "mid_p": bool(mid_p), "models": models,
-                    "subsets": list(dict.fromkeys(items["subset"])), "perturbations": perts,
+                    "subsets": _unique(items["subset"]), "perturbations": perts,
                     "clusters": clusters is not None, "runs": len(results),
                     "tails": "two-sided, each tail at alpha/2", "family": "per subset: pairs x perturbations "
                     "(robustness, each version), pairs x conditions (accuracy)"}
     return Comparison(rob.reset_index(drop=True), acc.reset_index(drop=True), ranks.reset_index(drop=True),
-                      settings_out, _warnings(multiplicity, alpha) + detectability_warnings(rob, on, B, alpha))
+                      settings_out, _warnings(multiplicity, alpha) + detectability_warnings(rob, on, B, alpha)
+                      + ([cluster_warning] if cluster_warning else []))
 
 # %% ../nbs/17_compare.ipynb #851d694b
 @dataclass

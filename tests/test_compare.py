@@ -135,6 +135,8 @@ cmp = C.compare(run)
 cmp.save(sys.argv[1])
 print(hashlib.sha256(open(sys.argv[1] + "/comparison.parquet", "rb").read()).hexdigest())
 print(hashlib.sha256(open(sys.argv[1] + "/comparison.json", "rb").read()).hexdigest())
+print(sorted(m for m in ("torch", "reward_auditor.scorers", "reward_auditor.audit", "reward_auditor.families",
+                         "reward_auditor.engines", "reward_auditor.report") if m in sys.modules))
 """
 
 
@@ -145,7 +147,8 @@ def test_bitwise_same_comparison_across_processes(tmp_path):
         r = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path / f"c{k}")], env=env, capture_output=True,
                            text=True, check=True)
         outs.append(r.stdout)
-    assert outs[0] == outs[1] and len(outs[0].split()) == 2
+    assert outs[0] == outs[1] and len(outs[0].splitlines()) == 3
+    assert outs[0].splitlines()[2] == "[]"        # the statistics side: no scorer, audit, report or torch
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +198,17 @@ def test_cli_compare_refuses_a_model_in_two_runs(runs, tmp_path, capsys):
     code = main(["compare", str(runs / "both"), str(runs / "both"), "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and "model length is in both" in err
+
+
+def test_compare_follows_the_runs_clusters():
+    run = C.simulate_run(("A", "B"), n=60, perturbations=("EF",), seed=6, B=500)
+    plain = C.compare(run)
+    assert "n_clusters" not in plain.robustness
+    orig = run.texts["perturbation"] == "orig"
+    run.texts.loc[orig, "prompt"] = [f"p{i // 3}" for i in range(int(orig.sum()))]   # three pairs per prompt
+    run.manifest["clusters"] = {"by": "prompt"}
+    clustered = C.compare(run)
+    assert (clustered.robustness["n_clusters"] == 20).all() and (clustered.robustness["n"] == 60).all()
+    run.manifest["clusters"] = {"by": "group_id"}
+    assert any("clustered its items by group_id" in w for w in C.compare(run).warnings)
+    assert C.compare(run, clusters=None).warnings == []
