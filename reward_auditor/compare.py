@@ -446,6 +446,30 @@ class Comparison:
         return cells.pivot(index="model", columns="subset", values="cell").reindex(
             index=self.models, columns=list(dict.fromkeys(r["subset"])))
 
+    def robustness_ranks(self) -> pd.DataFrame:
+        """Per subset and perturbation: robustness rank (1 = smallest mean degradation), simultaneous interval and
+        letters, from the adjusted pairwise robustness verdicts (the `on` version)."""
+        out = []
+        ms = self.models
+        pos = {m: k for k, m in enumerate(ms)}
+        for (subset, pert), g in self.robustness.groupby(["subset", "perturbation"], sort=False):
+            K = len(ms)
+            score = np.zeros(K)                     # Σ_j mean(d_m − d_j) = K·mean(d_m) − Σ mean(d): the order of mean d
+            better = np.zeros((K, K), bool)
+            for r in g.itertuples(index=False):
+                i, j = pos[r.model_a], pos[r.model_b]
+                score[i] += r.mean_diff
+                score[j] -= r.mean_diff
+                better[i, j] = r.verdict == "A_MORE_ROBUST"
+                better[j, i] = r.verdict == "B_MORE_ROBUST"
+            f = rank_intervals(ms, -score / K, better).rename(columns={"accuracy": "relative_degradation"})
+            f["relative_degradation"] = -f["relative_degradation"]
+            f.insert(1, "subset", subset)
+            f.insert(2, "perturbation", pert)
+            f["group"] = compact_letters(ms, -score, better | better.T)
+            out.append(f)
+        return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
     def findings(self) -> list[str]:
         "One sentence per clear finding: significant robustness and accuracy differences after FDR control."
         on, other = self.settings.get("on", "margin"), ("decision" if self.settings.get("on") == "margin" else "margin")
@@ -483,7 +507,8 @@ class Comparison:
         def recs(f):
             return json.loads(f.to_json(orient="records", double_precision=15))
         return {"settings": self.settings, "warnings": list(self.warnings), "findings": self.findings(),
-                "robustness": recs(self.robustness), "accuracy": recs(self.accuracy), "ranks": recs(self.ranks)}
+                "robustness": recs(self.robustness), "accuracy": recs(self.accuracy), "ranks": recs(self.ranks),
+                "robustness_ranks": recs(self.robustness_ranks())}
 
     def _repr_html_(self) -> str:
         e = _html.escape

@@ -80,6 +80,9 @@ def test_planted_difference_found_in_the_right_direction_only():
     for row in found.itertuples():                          # B degrades more: the other model is more robust
         assert row.verdict == ("A_MORE_ROBUST" if row.model_b == "B" else "B_MORE_ROBUST")
     assert any("more robust than B to LC on math" in f for f in cmp.findings())
+    rr = cmp.robustness_ranks().set_index(["subset", "perturbation", "model"]).sort_index()
+    assert rr.loc[("math", "LC", "B"), "rank"] == 4 and rr.loc[("math", "LC", "B"), "rank_high"] == 4
+    assert (rr.loc[("chat", "LC"), "group"] == "a").all()
 
 
 def test_null_any_verdict_rate_at_most_alpha():
