@@ -21,8 +21,9 @@ __all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MOD
            'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error',
            'error_line', 'example_path', 'make_rewriter', 'build_parser', 'resolve_audit_args', 'split_name',
            'data_files', 'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers', 'make_endpoint_scorer',
-           'make_engine', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity',
-           'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_models', 'quiet_bars', 'main']
+           'make_engine', 'add_comparison', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report',
+           'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_models', 'cmd_compare',
+           'quiet_bars', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -37,7 +38,7 @@ class CLIError(ValueError):
 INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError",
-                          "EngineError"})  # a unit failed in the user's model or code: the message names it
+                          "EngineError", "CompareError"})  # a unit failed in the user's model or code: the message names it
 
 
 import errno as _errno
@@ -55,12 +56,13 @@ def is_input_error(e: BaseException) -> bool:
 
 
 def error_line(e: BaseException) -> str:
-    "The one line printed for an error: program, 'error', the message with newlines folded."
+    "The one line printed for an error: program, 'error', the message with newlines folded and secrets masked."
+    from reward_auditor.guards import mask_secrets
     msg = " ".join(str(e).split()) or type(e).__name__
     if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
             e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
-    return f"{PROG}: error: {msg}"
+    return f"{PROG}: error: {mask_secrets(msg)}"
 
 # %% ../nbs/10_cli.ipynb #c8f04616
 EXAMPLES = {
@@ -294,7 +296,7 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="tokenizer folder or hub id for --endpoint (default: the served model's name)")
     g.add_argument("--endpoint-concurrency", type=_positive_int("endpoint concurrency"), default=S,
                    help="requests in flight at most (default 4)")
-    g.add_argument("--endpoint-timeout", type=float, default=S, help="seconds per request before a retry (default 60)")
+    g.add_argument("--endpoint-timeout", type=float, default=S, help="seconds per request, wall-clock (connection and whole answer), before a retry (default 60)")
     g.add_argument("--endpoint-api", choices=["completions", "chat"], default=S,
                    help="judge readout over HTTP: 'completions' (vLLM /v1/completions, exact) or 'chat' (hosted "
                         "/v1/chat/completions, a top-20 log-prob approximation; default completions)")
@@ -526,6 +528,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="correlation used throughout (default spearman)")
     m.add_argument("--seed", type=int, default=0, help="seed of the downstream permutation test (default 0)")
     _diagnostic_out(m)
+    c = sub.add_parser("compare", help="paired comparisons between models audited on the same items (robustness, "
+                                       "accuracy, ranks)")
+    _common(c)
+    c.add_argument("runs", nargs="+", metavar="RUN",
+                   help="saved audit folders: one run with several models, or several runs over the same data")
+    c.add_argument("--out", required=True, help="folder for comparison.parquet, comparison.json and comparison.html")
+    c.add_argument("--on", choices=["margin", "decision"], default="margin",
+                   help="which robustness version gives the verdict: margin (confidence differences, default) or "
+                        "decision (right/wrong flips); both are reported")
+    c.add_argument("--multiplicity", default="bh",
+                   help="procedure per subset family (bh default, by, tsbh, sabha, gbh, weighted, stratified)")
+    c.add_argument("--alpha", type=_alpha, default=None, help="significance level (default: the first run's)")
+    c.add_argument("--models", default=None, help="comma-separated models to compare, in this order (default: all)")
+    c.add_argument("--permutations", "-B", type=_positive_int("permutations"), default=None,
+                   help="sign-flip draws per test (default: the first run's)")
+    c.add_argument("--mid-p", action="store_true", help="mid-p McNemar instead of the exact test")
     mo = sub.add_parser("models", help="the reward-model families this version loads, what each needs, example ids")
     _common(mo)
     mo.add_argument("--json", action="store_true", help="print the registry as JSON")
@@ -753,6 +771,7 @@ def _progress(ns) -> bool:
 
 
 def _print_summary(result, out: Path, rendered, seconds: float) -> None:
+    from reward_auditor.guards import mask_secrets
     t = result.table
     print(f"audited {t['model'].nunique()} scorer(s) x {t['subset'].nunique()} subset(s) x "
           f"{t['perturbation'].nunique()} perturbation(s) in {seconds:.1f} s")
@@ -771,7 +790,7 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
               f"normal {a.get('normal', float('nan')):.3f}, hard {a.get('hard', float('nan')):.3f}, "
               f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
     for w in result.manifest.get("warnings", []):
-        print(f"{PROG}: warning: {w}", file=sys.stderr)
+        print(f"{PROG}: warning: {mask_secrets(w)}", file=sys.stderr)
     print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv)")
     if rendered is not None:
         print(f"report: {rendered.html}")
@@ -797,6 +816,17 @@ def _check_device(device: str | None) -> None:
     if index >= torch.cuda.device_count():
         raise CLIError(f"device {device!r} is not available: this machine has {torch.cuda.device_count()} CUDA "
                        f"device(s)", "--device")
+
+
+def add_comparison(result, out: Path) -> None:
+    "With two or more models, the paired comparison (run's settings) goes into results.json under `comparison`."
+    if result.table["model"].nunique() < 2:
+        return
+    from reward_auditor.compare import compare
+    from reward_auditor.safety import atomic_write
+    summary = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    summary["comparison"] = compare(result).to_json()
+    atomic_write(out / "results.json", json.dumps(summary, indent=2) + "\n")
 
 
 def run_audit(args: dict, progress: bool = True) -> int:
@@ -856,6 +886,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
                        errors="drop" if args.get("drop_invalid") else "raise",
                        perturb_options={"rewriter": rewriter} if rewriter is not None else None)
+    add_comparison(result, out)
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
@@ -1018,9 +1049,30 @@ def cmd_models(ns) -> int:
     return 0
 
 
+def cmd_compare(ns) -> int:
+    "Paired comparisons between the models of saved runs → comparison.parquet, .json and .html in --out."
+    from reward_auditor.audit import AuditResult, check_writable
+    from reward_auditor.compare import compare
+    from reward_auditor.report import comparison_page
+    out = check_writable(ns.out)
+    results = [AuditResult.load(r) for r in ns.runs]
+    models = [m.strip() for m in ns.models.split(",") if m.strip()] if ns.models else None
+    cmp = compare(results if len(results) > 1 else results[0], on=ns.on, multiplicity=ns.multiplicity,
+                  alpha=ns.alpha, models=models, B=ns.permutations, mid_p=ns.mid_p, labels=list(ns.runs))
+    cmp.save(out, html=comparison_page(cmp))
+    from reward_auditor.safety import plain_line
+    print(plain_line(repr(cmp).splitlines()[0]))
+    for f in cmp.findings():
+        print(plain_line(f"  {f}"))
+    for w in cmp.warnings:
+        print(f"{PROG}: warning: {plain_line(w)}", file=sys.stderr)
+    print(f"comparison: {out / 'comparison.html'} (tables: comparison.parquet, comparison.json)")
+    return 0
+
+
 COMMANDS = {"demo": cmd_demo, "audit": cmd_audit, "perturb": cmd_perturb, "report": cmd_report,
             "heterogeneity": cmd_heterogeneity, "verifier-audit": cmd_verifier_audit, "protocol": cmd_protocol,
-            "meta": cmd_meta, "models": cmd_models}
+            "meta": cmd_meta, "models": cmd_models, "compare": cmd_compare}
 
 # %% ../nbs/10_cli.ipynb #c7b60326
 def _line_progress_class():
@@ -1068,15 +1120,43 @@ def quiet_bars(quiet: bool = False, tty: bool | None = None):
     return restore
 
 # %% ../nbs/10_cli.ipynb #16c72b34
+def _masked_warnings():
+    "Show warnings with secrets masked (a server's text can carry a key); returns a function that restores the format."
+    import warnings
+    from reward_auditor.guards import mask_secrets
+    plain = warnings.formatwarning
+    warnings.formatwarning = lambda *a, **kw: mask_secrets(plain(*a, **kw))
+
+    def restore():
+        warnings.formatwarning = plain
+    return restore
+
+
+def _stdout_gone() -> int:
+    "A reader closed our stdout (`| head`): send the rest to /dev/null and end quietly, as a pipe writer does."
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a writer stopped by a closed pipe
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of the `reward-auditor` command."
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     restore = quiet_bars(quiet="-q" in argv or "--quiet" in argv)
+    unmask = _masked_warnings()
     try:
         ns = build_parser().parse_args(argv)
-        return COMMANDS[ns.command](ns)
+        code = COMMANDS[ns.command](ns)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _stdout_gone()
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; scores computed so far are in the cache, rerun with --resume to continue",
               file=sys.stderr)
@@ -1085,15 +1165,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(e, SystemExit):
             raise
         if debug:
-            traceback.print_exc()
+            from reward_auditor.guards import mask_secrets
+            print(mask_secrets(traceback.format_exc()), file=sys.stderr, end="")
         if is_input_error(e):
             print(error_line(e), file=sys.stderr)
             return 2
-        print(f"{PROG}: internal error: {type(e).__name__}: {' '.join(str(e).split())} "
+        from reward_auditor.guards import mask_secrets
+        print(f"{PROG}: internal error: {type(e).__name__}: {mask_secrets(' '.join(str(e).split()))} "
               f"(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
     finally:
         restore()
+        unmask()
 
 # %% ../nbs/10_cli.ipynb #f101b139
 if __name__ == "__main__":  # python -m reward_auditor.cli, when the console script is not installed
