@@ -10,13 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import platform
+import re
 import sys
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -29,13 +32,13 @@ from . import stats as ra_stats
 
 # %% auto #0
 __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS',
-           'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'BELOW_CHANCE_NOTE', 'AuditError',
-           'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions',
-           'resolve_scorers', 'score_conditions', 'item_clusters', 'family_seed', 'differences', 'family_table',
-           'decide', 'summary_json', 'write_summaries', 'AuditResult', 'package_versions', 'error_control',
-           'too_few_to_test', 'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table',
-           'truncation_warnings', 'style_matrices', 'rewardbench2_headline', 'audit', 'check_writable', 'below_chance',
-           'findings', 'findings_html']
+           'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME', 'BELOW_CHANCE_NOTE',
+           'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions',
+           'file_conditions', 'dropped_record', 'resolve_scorers', 'score_conditions', 'item_clusters', 'family_seed',
+           'differences', 'family_table', 'decide', 'summary_json', 'write_summaries', 'AuditResult',
+           'package_versions', 'error_control', 'too_few_to_test', 'detectability_warnings', 'change_stats',
+           'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices', 'rewardbench2_headline',
+           'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -181,11 +184,11 @@ def _load_condition(store: Path, name: str, key: str):
 
 def _save_condition(store: Path, cond, key: str) -> None:
     "Store a condition: the parquet first, then its key with the parquet's sha256 (each written atomically)."
-    from reward_auditor.safety import atomic_write, file_sha256
+    from reward_auditor.safety import atomic_write, file_sha256, run_file
     store.mkdir(parents=True, exist_ok=True)
-    frame = store / f"{cond.name}.parquet"
+    frame = run_file(store.parent, f"{store.name}/{cond.name}.parquet")  # a regular file inside the run folder
     atomic_write(frame, lambda p: cond.frame.to_parquet(p, index=False))
-    atomic_write(store / f"{cond.name}.json", json.dumps(
+    atomic_write(run_file(store.parent, f"{store.name}/{cond.name}.json"), json.dumps(
         {"key": key, "sha256": file_sha256(frame), "side": cond.side, "group": cond.group,
          "record": _jsonable(cond.record)}, indent=1))
 
@@ -271,9 +274,19 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
         raise AuditError("no condition in the conditions files (conditions): check the files and the mapping")
     original = original.reset_index(drop=True)
     if errors == "drop":  # how many items each file lost to validation, for the manifest and the report
-        original.attrs["dropped_invalid"] = {str(p): len(ra_data.read_records(p)[0]) - len(original)
+        original.attrs["dropped_invalid"] = {str(p): {"count": len(ra_data.read_records(p)[0]) - len(original)}
                                              for p in map(Path, paths)}
     return original, out
+
+
+def dropped_record(frame: pd.DataFrame) -> dict | None:
+    "What `validate(errors='drop')` left out of `frame`: {count, first_row, field, problem}, or None if nothing."
+    dropped = frame.attrs.get("dropped") or []
+    if not dropped:
+        return None
+    row, field, problem = dropped[0]
+    return {"count": len({r for r, *_ in dropped}), "first_row": _jsonable(row), "field": str(field),
+            "problem": str(problem)}
 
 # %% ../nbs/07_audit.ipynb #7fcabcc5
 def _refuse_unscored(scorer, base: pd.DataFrame, lacking: Mapping[str, tuple[int, int]]) -> None:
@@ -321,7 +334,9 @@ def _open_cache(cache: Any, out: str | Path | None):
     if cache is None:
         if out is None:
             return None
-        cache = Path(out) / "scores.sqlite"
+        from reward_auditor.safety import run_file
+        for part in ("-wal", "-shm", "-journal", ""):  # SQLite writes its companions beside the file
+            cache = run_file(out, "scores.sqlite" + part)  # the run folder's own file, not a link elsewhere
     if isinstance(cache, (str, Path)):
         from reward_auditor.cache import ScoreCache
         Path(cache).parent.mkdir(parents=True, exist_ok=True)
@@ -561,9 +576,10 @@ def summary_json(table: pd.DataFrame, manifest: Mapping | None = None) -> dict:
 def write_summaries(result, path: str | Path) -> None:
     "Write results.json and risk_table.csv beside results.parquet."
     path = Path(path)
-    from reward_auditor.safety import atomic_write, write_csv
-    atomic_write(path / "results.json", json.dumps(summary_json(result.table, result.manifest), indent=2) + "\n")
-    write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], path / "risk_table.csv")
+    from reward_auditor.safety import atomic_write, run_file, write_csv
+    atomic_write(run_file(path, "results.json"), json.dumps(summary_json(result.table, result.manifest), indent=2)
+                 + "\n")
+    write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], run_file(path, "risk_table.csv"))
 
 # %% ../nbs/07_audit.ipynb #b94a5590
 TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_clusters", "n_changed", "n_dropped",
@@ -615,24 +631,24 @@ class AuditResult:
 
     def save(self, path: str | Path) -> Path:
         "Publish the result to a folder: Parquet frames, then manifest.json with each frame's sha256 (written last)."
-        from reward_auditor.safety import atomic_write, file_sha256
+        from reward_auditor.safety import atomic_write, file_sha256, run_file
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         # until the new manifest lands the folder holds no complete run, and no report of an older one
+        for stale in recorded_reports(path):  # only reports this package wrote and recorded; the user's stay
+            (path / stale).unlink(missing_ok=True)
         for name in ("manifest.json", "results.json", "risk_table.csv"):
             (path / name).unlink(missing_ok=True)
-        for stale in [*path.glob("report*.html"), *path.glob("report*.ipynb")]:
-            stale.unlink(missing_ok=True)
         files = {}
         for name, frame in (("results.parquet", self.table), ("items.parquet", self.items),
                             ("texts.parquet", self.texts)):
             if frame is None:
                 (path / name).unlink(missing_ok=True)
                 continue
-            atomic_write(path / name, lambda p, f=frame: f.to_parquet(p, index=False))
+            atomic_write(run_file(path, name), lambda p, f=frame: f.to_parquet(p, index=False))
             files[name] = file_sha256(path / name)
         write_summaries(self, path)  # results.json and risk_table.csv, for other tools
-        atomic_write(path / "manifest.json",
+        atomic_write(run_file(path, "manifest.json"),
                      json.dumps({**_jsonable(self.manifest), "files": files}, indent=2, sort_keys=False) + "\n")
         return path
 
@@ -1007,33 +1023,68 @@ def _locked_out(fn):
     return wrapper
 
 
+REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,120}\.(html|ipynb)")
+
+
+def recorded_reports(out: str | Path) -> list[str]:
+    "The report files `manifest.json` in `out` records as written by this package (plain names in `out` only)."
+    try:
+        names = json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8")).get("reports") or []
+    except Exception:  # absent or unreadable: nothing is known to be ours
+        return []
+    return [n for n in names if isinstance(n, str) and REPORT_NAME.fullmatch(n)] if isinstance(names, list) else []
+
+
+def record_reports(out: str | Path, *names: str) -> None:
+    "Add report file names to the manifest in `out`, so that a later run removes them (and nothing else)."
+    from reward_auditor.safety import atomic_write, run_file
+    path = run_file(out, "manifest.json")
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    known = recorded_reports(out)
+    new = [n for n in names if REPORT_NAME.fullmatch(n) and n not in known]
+    if new:  # rendering the same report again leaves the manifest as it is
+        manifest["reports"] = known + new
+        atomic_write(path, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+
+
 def _clear_run(out: Path) -> None:
-    "Remove a run's results, report and stored conditions from `out` (the score cache stays)."
-    import shutil
-    for name in (*AuditResult.FILES, DATA_STAMP):
+    "Remove the files a run of this package wrote and recorded in `out` (the score cache and the user's files stay)."
+    from reward_auditor.safety import run_file
+    for name in (*recorded_reports(out), *AuditResult.FILES, "results.json", "risk_table.csv", DATA_STAMP):
         (out / name).unlink(missing_ok=True)
-    for stale in [*out.glob("report*.html"), *out.glob("report*.ipynb")]:
-        stale.unlink(missing_ok=True)
-    shutil.rmtree(out / "conditions", ignore_errors=True)
+    store = out / "conditions"
+    if store.is_dir():
+        for name in ra_perturbations.registry:  # the stored conditions: one parquet and one key file each
+            for suffix in (".parquet", ".json"):
+                run_file(out, f"conditions/{name}{suffix}").unlink(missing_ok=True)
+        if not any(store.iterdir()):
+            store.rmdir()
 
 
-def _stamp_data(out: str | Path, original: pd.DataFrame, source: Any, overwrite: bool = False) -> str:
-    "Check that `out` holds no run of other data (unless `overwrite`), then record this data's fingerprint."
-    from reward_auditor.safety import atomic_write
-    out, fp = Path(out), data_fingerprint(original)
-    old = None
+def _recorded_fingerprint(out: Path) -> str | None:
+    "The data fingerprint of the run already in `out` (from fingerprint.json or the manifest), or None."
     for f, get in ((out / DATA_STAMP, lambda m: m["sha256"]), (out / "manifest.json", lambda m: m["data"]["sha256"])):
         try:
-            old = get(json.loads(f.read_text(encoding="utf-8")))
-            break
+            return get(json.loads(f.read_text(encoding="utf-8")))
         except Exception:  # absent or unreadable: try the next record
             continue
+    return None
+
+
+def _stamp_data(out: str | Path, original: pd.DataFrame, source: Any, overwrite: bool = False,
+                before_write: Callable[[], Any] | None = None) -> str:
+    "Check that `out` holds no run of other data (unless `overwrite`), call `before_write`, then record this data."
+    from reward_auditor.safety import atomic_write, run_file
+    out, fp = Path(out), data_fingerprint(original)
+    old = _recorded_fingerprint(out)
+    if old is not None and old != fp and not overwrite:
+        raise AuditError(f"{out} holds a run of other data (sha256 {str(old)[:12]}…; {source} has "
+                         f"{fp[:12]}…): choose a new folder, or pass --overwrite to replace that run (out)")
+    if before_write is not None:  # everything is checked: the caller may now write its own record
+        before_write()
     if old is not None and old != fp:
-        if not overwrite:
-            raise AuditError(f"{out} holds a run of other data (sha256 {str(old)[:12]}…; {source} has "
-                             f"{fp[:12]}…): choose a new folder, or pass --overwrite to replace that run (out)")
         _clear_run(out)
-    atomic_write(out / DATA_STAMP, json.dumps({"sha256": fp, "source": str(source), "n_items": int(len(original))},
+    atomic_write(run_file(out, DATA_STAMP), json.dumps({"sha256": fp, "source": str(source), "n_items": int(len(original))},
                                               indent=1) + "\n")
     return fp
 
@@ -1047,7 +1098,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
           effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
           errors: str = "raise", overwrite: bool = False,
-          perturb_turns: str = "final", group_by: str | None = None) -> AuditResult:
+          perturb_turns: str = "final", group_by: str | None = None,
+          on_start: Callable[[], Any] | None = None) -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
     t_start = time.perf_counter()
@@ -1070,10 +1122,14 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
             else ra_data.validate(data)
         conds = dict(conditions or {})
     clusters, clusters_by = item_clusters(original, group_by)   # the unit of independence of every test
-    if out is not None:  # refuse a folder holding another dataset's run before any work (overwrite clears it)
-        _stamp_data(out, original, source, overwrite)
     names = perturbation_names(perturbations) if perturbations is not None else []
     scorer_objs = resolve_scorers(scorers)
+    # refuse a folder holding another dataset's run before any write (overwrite clears it); `on_start` runs once
+    # every input is checked, before the first write into `out`
+    if out is not None:
+        _stamp_data(out, original, source, overwrite, before_write=on_start)
+    elif on_start is not None:
+        on_start()
     perturber = None
     if engine is not None:  # the engine's workers perturb too (Ray tasks with the Ray engine)
         from reward_auditor.engines import engine_perturber
@@ -1153,8 +1209,12 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         warnings.warn(w, stacklevel=2)
     warn += [f"perturbation {n} skipped: {why}" for n, why in skipped.items()]
     warn += truncation_warnings(truncation, scorer_objs)
-    dropped = {k: v for k, v in (original.attrs.get("dropped_invalid") or {}).items() if v}
-    warn += [f"--drop-invalid: {v} invalid item(s) of {k} left out" for k, v in dropped.items()]
+    dropped = {k: v for k, v in (original.attrs.get("dropped_invalid") or {}).items() if v and v.get("count")}
+    if not dropped and (rec := dropped_record(original)) is not None:  # a frame validated with errors='drop'
+        dropped = {str(source): rec}
+    warn += [f"--drop-invalid: {v['count']} invalid item(s) of {k} left out" + (
+        f" (first: row {v['first_row']}, field '{v['field']}' {v['problem']})" if "first_row" in v else "")
+        for k, v in dropped.items()]
     totals = {k: sum(c[k] for sc in score_counts.values() for c in sc.values()) for k in ("computed", "cached")}
     manifest = {
         "reward_auditor_version": package_versions()["reward_auditor"],
@@ -1205,9 +1265,9 @@ def check_writable(path: str | Path, option: str = "--out") -> Path:
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("")
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=path)  # a new file: never one planted there
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
         raise AuditError(f"cannot write to the output folder {path}: {e.strerror or e} ({option})") from None
     return path

@@ -628,7 +628,11 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
         params = {"run_dir": str(run_dir.resolve())}
         name = name or ("report" if by == "model" else "report-by-subset")
     out = Path(out) if out is not None else run_dir
-    return execute_template(template, params, out, name, source=run_dir, timeout=timeout, progress=progress)
+    rendered = execute_template(template, params, out, name, source=run_dir, timeout=timeout, progress=progress)
+    if out.resolve() == run_dir.resolve():  # the manifest knows the reports beside it: a later run removes only them
+        from reward_auditor.audit import record_reports
+        record_reports(run_dir, rendered.html.name, rendered.notebook.name)
+    return rendered
 
 
 def execute_template(template: str, params: dict, out: str | Path, name: str, source: Any = None,
@@ -638,7 +642,8 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
     import papermill as pm
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    nb_path, html_path = out / f"{name}.ipynb", out / f"{name}.html"
+    from reward_auditor.safety import run_file
+    nb_path, html_path = run_file(out, f"{name}.ipynb"), run_file(out, f"{name}.html")  # never through a link
     import reward_auditor
     pkg_parent = str(Path(reward_auditor.__file__).resolve().parent.parent)
     old = os.environ.get("PYTHONPATH")

@@ -327,7 +327,8 @@ def test_resume_after_kill(tmp_path):
     done_before = _cache_rows(out / "scores.sqlite")
     assert done_before >= 50
 
-    resumed = cli("audit", "--out", out, "--resume", "--model", rm, "-q", timeout=300)  # a model is never taken from run.json
+    resumed = cli("audit", "--out", out, "--resume", "--data", "sample", "--model", rm, "--perturbations", "EF,PH,LE,SP",
+                  "-q", timeout=300)  # data, models and perturbations are never taken from run.json
     assert resumed.returncode == 0, resumed.stderr
     m = json.loads((out / "manifest.json").read_text())
     assert m["scores"]["cached"] >= done_before  # what was scored before the kill was not scored again
