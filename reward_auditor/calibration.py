@@ -414,7 +414,8 @@ def _audit_frames(items: pd.DataFrame, texts: pd.DataFrame | None) -> tuple[pd.D
     first = it.drop_duplicates(["model", "id"])
     pairs = pd.DataFrame({"model": first["model"].astype(str), "subset": first["subset"].astype(str),
                           "id": first["id"], "margin": first["margin_before"].to_numpy(float)})
-    pairs["cluster"] = first["group_id"].astype(str).to_numpy() if "group_id" in first.columns else pairs["id"]
+    named = next((c for c in ("cluster", "group_id") if c in first.columns), None)
+    pairs["cluster"] = first[named].astype(str).to_numpy() if named else pairs["id"]
     for side in ("chosen", "rejected"):
         col = f"reward_{side}_before"
         pairs[f"reward_{side}"] = first[col].to_numpy(float) if col in first.columns else np.nan
@@ -424,6 +425,12 @@ def _audit_frames(items: pd.DataFrame, texts: pd.DataFrame | None) -> tuple[pd.D
         o = o.set_index("id")
         for side in ("chosen", "rejected"):
             pairs[f"len_{side}"] = pairs["id"].map(o[side].astype(str).str.len()).to_numpy(float)
+        if named is None and "prompt" in o.columns:   # pairs that share a prompt (and earlier turns) form a cluster
+            key = o["prompt"].astype(str)
+            if "history" in o.columns:
+                key = o["history"].map(lambda h: json.dumps(list(h), default=str) if isinstance(
+                    h, (list, tuple, np.ndarray)) else "") + "\x00" + key
+            pairs["cluster"] = pairs["id"].map(key).fillna(pairs["id"]).to_numpy()
     else:
         pairs["len_chosen"] = pairs["len_rejected"] = np.nan
     pert = pd.DataFrame({"model": it["model"].astype(str), "id": it["id"], "perturbation": it["perturbation"].astype(str),
@@ -785,7 +792,8 @@ class CalibrationResult:
 
 # %% ../nbs/18_calibration.ipynb #d4815a68
 def calibration(source, *, n_bins: int = N_BINS, n_boot: int = 1000, level: float = 0.95, permutations: int | None = None,
-                seed: int | None = None, alpha: float = 0.05, histogram_bins: int = 30) -> CalibrationResult:
+                seed: int | None = None, alpha: float = 0.05, histogram_bins: int = 30,
+                clusters: Mapping | pd.Series | None = None) -> CalibrationResult:
     "Calibration and length confounds of an audit result, a run folder, score files or a pairs frame → CalibrationResult."
     if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 10):
         raise CalibrationError(f"n_boot must be a whole number >= 10, got {n_boot!r}")
@@ -794,6 +802,9 @@ def calibration(source, *, n_bins: int = N_BINS, n_boot: int = 1000, level: floa
     if not 0 < level < 1:
         raise CalibrationError(f"level must lie between 0 and 1, got {level!r}")
     pairs, pert, manifest = calibration_inputs(source)
+    if clusters is not None:   # id → cluster label; an id it does not name is a cluster of its own
+        given = pairs["id"].map({str(k): str(v) for k, v in dict(clusters).items()})
+        pairs["cluster"] = given.fillna("item\x00" + pairs["id"]).to_numpy()
     st = manifest.get("settings", {}) if isinstance(manifest.get("settings"), dict) else {}
     seed = int(st.get("seed", 0)) if seed is None else int(seed)
     B = int(st.get("permutations", 10_000)) if permutations is None else int(permutations)
@@ -827,7 +838,8 @@ def calibration(source, *, n_bins: int = N_BINS, n_boot: int = 1000, level: floa
     settings = {"n_bins": int(n_bins), "n_boot": int(n_boot), "level": float(level), "permutations": B, "seed": seed,
                 "alpha": float(alpha), "length_unit": "characters",
                 "strata": list(STRATA), "test": "two-sided sign-flip of per-pair log-loss changes, BH per model x subset",
-                "clusters": "group_id" if "cluster" in pairs and (pairs["cluster"] != pairs["id"]).any() else "pairs"}
+                "n_clusters": int(pairs.groupby("model")["cluster"].nunique().max()) if len(pairs) else 0,
+                "n_pairs": int(pairs.groupby("model").size().max()) if len(pairs) else 0}
     strata_f = pd.concat(strata, ignore_index=True) if strata else pd.DataFrame()
     strata_f = strata_f[["model", "subset", *[c for c in strata_f.columns if c not in ("model", "subset")]]] \
         if len(strata_f) else strata_f
