@@ -83,18 +83,19 @@ def reliability_bins(margin, n_bins: int = N_BINS, method: str = "uniform") -> p
     "Per bin: its range, number of pairs, mean confidence, accuracy and their gap (the reliability diagram's data)."
     c, y = confidence_correct(margin)
     b = bin_index(c, n_bins, method)
-    edges = np.linspace(0.5, 1.0, n_bins + 1)
-    rows = []
-    for k in range(n_bins):
-        sel = b == k
-        lo, hi = (edges[k], edges[k + 1]) if method == "uniform" else (
-            (float(c[sel].min()), float(c[sel].max())) if sel.any() else (np.nan, np.nan))
-        rows.append({"bin": k, "lo": lo, "hi": hi, "n": int(sel.sum()),
-                     "confidence": float(c[sel].mean()) if sel.any() else np.nan,
-                     "accuracy": float(y[sel].mean()) if sel.any() else np.nan})
-    f = pd.DataFrame(rows)
-    f["gap"] = f["accuracy"] - f["confidence"]
-    return f
+    n = np.bincount(b, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        conf = np.bincount(b, weights=c, minlength=n_bins) / n
+        acc = np.bincount(b, weights=y, minlength=n_bins) / n
+    if method == "uniform":
+        edges = np.linspace(0.5, 1.0, n_bins + 1)
+        lo, hi = edges[:-1], edges[1:]
+    else:
+        lo, hi = np.full(n_bins, np.nan), np.full(n_bins, np.nan)
+        np.fmin.at(lo, b, c)
+        np.fmax.at(hi, b, c)
+    return pd.DataFrame({"bin": np.arange(n_bins), "lo": lo, "hi": hi, "n": n, "confidence": conf, "accuracy": acc,
+                         "gap": acc - conf})
 
 
 def ece(margin, n_bins: int = N_BINS, method: str = "uniform") -> float:
@@ -113,7 +114,7 @@ def _codes(groups, n: int) -> tuple[np.ndarray, int]:
     g = np.asarray(groups)
     if g.shape != (n,):
         raise CalibrationError(f"groups must give one cluster id per pair ({n}), got shape {g.shape}")
-    codes, uniq = pd.factorize(pd.Series(g).astype(str), sort=True)
+    uniq, codes = np.unique(g.astype(str), return_inverse=True)
     return codes.astype(np.int64), len(uniq)
 
 
@@ -576,10 +577,11 @@ def _length_row(P: pd.DataFrame, level: float) -> tuple[dict, pd.DataFrame]:
     lc, lr, m = (P[c].to_numpy(float) for c in ("len_chosen", "len_rejected", "margin"))
     has = np.isfinite(lc) & np.isfinite(lr)
     row = {"n": int(has.sum()), "accuracy": float(correctness(m[has]).mean()) if has.any() else np.nan}
-    ans = pd.concat([pd.DataFrame({"answer": P[f"answer_{s}"], "reward": P[f"reward_{s}"].to_numpy(float),
-                                   "length": P[f"len_{s}"].to_numpy(float)}) for s in ("chosen", "rejected")])
-    ans = ans.drop_duplicates("answer")
-    pooled = spearman_interval(ans["reward"], ans["length"], level)
+    names = np.concatenate([P["answer_chosen"].to_numpy(str), P["answer_rejected"].to_numpy(str)])
+    _, first = np.unique(names, return_index=True)       # each answer once (a chosen answer shared by three pairs)
+    reward = np.concatenate([P["reward_chosen"].to_numpy(float), P["reward_rejected"].to_numpy(float)])[first]
+    length = np.concatenate([lc, lr])[first]
+    pooled = spearman_interval(reward, length, level)
     diff = spearman_interval(m[has], (lc - lr)[has], level)
     row.update({"rho_reward_length": pooled["rho"], "rho_reward_length_low": pooled["low"],
                 "rho_reward_length_high": pooled["high"], "n_answers": pooled["n"],
