@@ -1,7 +1,7 @@
 """Write the tiny example inputs shipped in reward_auditor/examples/ (run from the repository root; seeded).
 
 They let every diagnostic run as written: `reward-auditor heterogeneity --example`, `... protocol --example`,
-`... meta --example`. All numbers are simulated here; no external data is copied.
+`... meta --example`, `... calibration --example`. All numbers are simulated here; no external data is copied.
 """
 import json
 from pathlib import Path
@@ -38,4 +38,27 @@ tables, win = simulate_audit_tables(6, benchmarks={"rmbench": 1.0, "rewardbench"
 for bench, t in tables.items():
     t.round(6).to_csv(meta / f"{bench}.csv", index=False)
 win.rename_axis("model").reset_index().round(6).to_csv(meta / "winrates.csv", index=False)
+# calibration: RewardBench-style per-prompt scores of two reward models, with answer lengths. rm-a is a Bradley-Terry
+# model with margins twice too large, in pairs (one chosen, one rejected); rm-b scores one chosen answer against
+# three rejected ones (RewardBench 2 style, one cluster per prompt) and adds 1 reward per 1,000 characters.
+cal = root / "calibration"
+cal.mkdir(parents=True, exist_ok=True)
+rng = np.random.default_rng(1)
+for name, k, n_rej, per_char in (("rm-a", 2.0, 1, 0.0), ("rm-b", 1.0, 3, 1e-3)):
+    rows = []
+    for s in subsets:
+        for i in range(80):
+            true = rng.normal(0.8, 1.5, n_rej)                       # log-odds that the chosen answer is better
+            won = rng.random(n_rej) < 1 / (1 + np.exp(-true))
+            gap = np.where(won, true, -true)
+            lc = int(rng.integers(300, 1500)) + (250 if s == "chat" else 0)
+            lr = rng.integers(300, 1500, n_rej)
+            rc = float(rng.normal(0, 1)) + per_char * lc
+            rr = rc - k * gap - per_char * lc + per_char * lr
+            one = n_rej == 1
+            rows.append({"id": f"{s}-{i}", "subset": s,
+                         "scores_chosen": round(rc, 6) if one else [round(rc, 6)],
+                         "scores_rejected": round(float(rr[0]), 6) if one else [round(float(x), 6) for x in rr],
+                         "length_chosen": lc if one else [lc], "length_rejected": int(lr[0]) if one else lr.tolist()})
+    (cal / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 print(sorted(str(p) for p in root.rglob("*.*")))

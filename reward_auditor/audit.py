@@ -35,10 +35,11 @@ __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS',
            'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME', 'BELOW_CHANCE_NOTE',
            'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions',
            'file_conditions', 'dropped_record', 'resolve_scorers', 'score_conditions', 'item_clusters', 'family_seed',
-           'differences', 'family_table', 'decide', 'summary_json', 'write_summaries', 'AuditResult',
-           'package_versions', 'error_control', 'too_few_to_test', 'detectability_warnings', 'change_stats',
-           'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices', 'rewardbench2_headline',
-           'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
+           'differences', 'family_table', 'decide', 'summary_json', 'calibration_json', 'write_summaries',
+           'AuditResult', 'package_versions', 'error_control', 'too_few_to_test', 'detectability_warnings',
+           'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices',
+           'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance',
+           'findings', 'findings_html']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -573,12 +574,21 @@ def summary_json(table: pd.DataFrame, manifest: Mapping | None = None) -> dict:
             "models": models}
 
 
+def calibration_json(result) -> dict:
+    "The run's calibration and length confounds for results.json (or the reason they could not be computed)."
+    from reward_auditor.calibration import CalibrationError, calibration
+    try:
+        return calibration(result).to_json()
+    except CalibrationError as e:
+        return {"error": str(e)}
+
+
 def write_summaries(result, path: str | Path) -> None:
-    "Write results.json and risk_table.csv beside results.parquet."
+    "Write results.json (with the run's calibration) and risk_table.csv beside results.parquet."
     path = Path(path)
     from reward_auditor.safety import atomic_write, run_file, write_csv
-    atomic_write(run_file(path, "results.json"), json.dumps(summary_json(result.table, result.manifest), indent=2)
-                 + "\n")
+    summary = {**summary_json(result.table, result.manifest), "calibration": calibration_json(result)}
+    atomic_write(run_file(path, "results.json"), json.dumps(summary, indent=2) + "\n")
     write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], run_file(path, "risk_table.csv"))
 
 # %% ../nbs/07_audit.ipynb #b94a5590

@@ -1,4 +1,4 @@
-"""`reward-auditor demo | audit | perturb | report | heterogeneity | verifier-audit | protocol | meta`: the audit in one command, with progress bars, resumable runs and one-line errors.
+"""`reward-auditor demo | audit | perturb | report | heterogeneity | verifier-audit | protocol | meta | calibration`: the audit in one command, with progress bars, resumable runs and one-line errors.
 
 Docs: https://reward-auditor.github.io/reward_auditor/cli.html.md"""
 
@@ -23,8 +23,8 @@ __all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MOD
            'error_line', 'example_path', 'make_rewriter', 'build_parser', 'resolve_audit_args', 'split_name',
            'data_files', 'limit_pairs', 'subset_names', 'load_data', 'cli_syntax', 'make_scorers',
            'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
-           'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_models',
-           'cmd_compare', 'quiet_bars', 'main']
+           'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_calibration',
+           'cmd_models', 'cmd_compare', 'quiet_bars', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -38,7 +38,7 @@ class CLIError(ValueError):
 
 INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
-                          "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError",
+                          "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError", "CalibrationError",
                           "EngineError", "CompareError"})  # a unit failed in the user's model or code: the message names it
 
 
@@ -72,6 +72,7 @@ EXAMPLES = {
                  "rewards": ["protocol/rm-a.csv", "protocol/rm-b.csv", "protocol/rm-c.csv"]},
     "meta": {"paths": ["meta/rmbench.csv", "meta/rewardbench.csv"], "downstream": "meta/winrates.csv",
              "metric": "win_rate"},
+    "calibration": {"paths": ["calibration/rm-a.jsonl", "calibration/rm-b.jsonl"]},
 }
 
 EPILOGS = {
@@ -96,6 +97,13 @@ try it: reward-auditor protocol --example --n 1 2 4 --out runs/protocol""",
   model,subset,perturbation,group,effect_size,significant    rm00,chat,EF,controlled,0.12,False
   model,win_rate                                             rm00,0.23
 try it: reward-auditor meta --example --out runs/meta""",
+    "calibration": """input: a saved audit folder (every perturbation of the run is calibrated too), or RewardBench-style
+per-prompt score files, one model each (JSON list or JSON lines, .csv, .parquet), with `scores_chosen` and
+`scores_rejected` (a number each, or lists: one chosen against three rejected is three pairs of one prompt), and
+optional `subset`, `id`, `group_id`, answer texts `chosen`/`rejected` or lengths `length_chosen`/`length_rejected`
+(for the length confounds). One row:
+  {"id": "p1", "subset": "chat", "scores_chosen": [1.2], "scores_rejected": [0.3, -0.4, 0.9], "length_chosen": [812], "length_rejected": [640, 1210, 300]}
+try it: reward-auditor calibration --example --out runs/calibration""",
 }
 
 
@@ -560,6 +568,23 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--permutations", "-B", type=_positive_int("permutations"), default=None,
                    help="sign-flip draws per test (default: the first run's)")
     c.add_argument("--mid-p", action="store_true", help="mid-p McNemar instead of the exact test")
+    ca = sub.add_parser("calibration", help="calibration of sigma(margin) and length confounds of a run or score files",
+                        epilog=EPILOGS["calibration"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(ca)
+    ca.add_argument("paths", nargs="*", metavar="RUN_OR_SCORES",
+                    help="a saved audit folder, or per-prompt score files (one model each)")
+    _example(ca, "calibration")
+    ca.add_argument("--bins", type=_positive_int("bins"), default=10,
+                    help="equal-width confidence bins on [0.5, 1] for the ECE (default 10)")
+    ca.add_argument("--n-boot", type=_positive_int("n-boot"), default=1000,
+                    help="bootstrap draws for the ECE intervals and the calibrated band (default 1000)")
+    ca.add_argument("--permutations", type=_positive_int("permutations"), default=None,
+                    help="random sign vectors of the log-loss change test (default: the run's, else 10000)")
+    ca.add_argument("--alpha", type=_alpha, default=0.05,
+                    help="level at which a BH-adjusted log-loss change is reported as a finding (default 0.05)")
+    ca.add_argument("--level", type=float, default=0.95, help="confidence level of every interval (default 0.95)")
+    ca.add_argument("--seed", type=int, default=None, help="seed of the resampling (default: the run's, else 0)")
+    _diagnostic_out(ca)
     mo = sub.add_parser("models", help="the reward-model families this version loads, what each needs, example ids")
     _common(mo)
     mo.add_argument("--json", action="store_true", help="print the registry as JSON")
@@ -1096,6 +1121,14 @@ def cmd_meta(ns) -> int:
                           seed=ns.seed), ns)
 
 
+def cmd_calibration(ns) -> int:
+    from reward_auditor.calibration import calibration
+    _use_example(ns, "calibration")
+    _check_out(ns)
+    return _emit(calibration(ns.paths, n_bins=ns.bins, n_boot=ns.n_boot, permutations=ns.permutations,
+                             alpha=ns.alpha, level=ns.level, seed=ns.seed), ns)
+
+
 def cmd_models(ns) -> int:
     "Print the family registry: family, what loading needs, how it is read, example ids."
     from reward_auditor.families import registry_table
@@ -1134,7 +1167,7 @@ def cmd_compare(ns) -> int:
 
 COMMANDS = {"demo": cmd_demo, "audit": cmd_audit, "perturb": cmd_perturb, "report": cmd_report,
             "heterogeneity": cmd_heterogeneity, "verifier-audit": cmd_verifier_audit, "protocol": cmd_protocol,
-            "meta": cmd_meta, "models": cmd_models, "compare": cmd_compare}
+            "meta": cmd_meta, "models": cmd_models, "compare": cmd_compare, "calibration": cmd_calibration}
 
 # %% ../nbs/10_cli.ipynb #c7b60326
 def _line_progress_class():

@@ -20,7 +20,7 @@ from .tables import plain_text
 # %% auto #0
 __all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_radar',
            'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation',
-           'pairwise_matrices', 'rank_intervals']
+           'pairwise_matrices', 'rank_intervals', 'reliability_diagram', 'margin_histogram']
 
 # %% ../nbs/08_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -351,3 +351,55 @@ def rank_intervals(ranks: pd.DataFrame, title: str = ""):
         ax.set_title(plain_text(title), fontsize=10)
     fig.tight_layout()
     return _finish(fig)
+
+# %% ../nbs/08_plots.ipynb #3087afd9
+def reliability_diagram(reliability: pd.DataFrame, model: str, subset: str | None = None,
+                        conditions: Sequence[str] = ("orig",), ax=None):
+    "Accuracy against confidence per bin for each condition of one model (and subset), over the diagonal."
+    plt = _plt()
+    r = reliability[reliability["model"] == model]
+    if subset is not None:
+        r = r[r["subset"] == subset]
+    owned = ax is None
+    if owned:
+        fig, ax = plt.subplots(figsize=(4.2, 4.0))
+    ax.plot([0.5, 1], [0.5, 1], color="grey", lw=0.8, ls="--", label="calibrated")
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    for k, cond in enumerate(conditions):
+        c = r[(r["condition"] == cond) & (r["n"] > 0)]
+        if c.empty:
+            continue
+        share = c["n"] / c["n"].sum()
+        ax.plot(c["confidence"], c["accuracy"], color=colours[k % len(colours)], lw=1, alpha=0.8)
+        ax.scatter(c["confidence"], c["accuracy"], s=20 + 300 * share, color=colours[k % len(colours)], alpha=0.7,
+                   label=plain_text(cond))
+    ax.set_xlim(0.48, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("confidence max(p, 1 − p)")
+    ax.set_ylabel("accuracy")
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax.set_title(f"{plain_text(model)}{'' if subset is None else ' / ' + plain_text(subset)}: reliability", fontsize=10)
+    ax.figure.tight_layout()
+    return _finish(ax.figure, owned)
+
+
+def margin_histogram(histogram: pd.DataFrame, model: str, conditions: Sequence[str] = ("orig",), ax=None):
+    "Step histograms of the margin r(chosen) − r(rejected) for each condition of one model (counts on shared bins)."
+    plt = _plt()
+    h = histogram[histogram["model"] == model]
+    owned = ax is None
+    if owned:
+        fig, ax = plt.subplots(figsize=(5.0, 3.0))
+    for cond in conditions:
+        c = h[h["condition"] == cond]
+        if c.empty:
+            continue
+        ax.stairs(c["count"].to_numpy(float), np.r_[c["lo"].to_numpy(float), c["hi"].to_numpy(float)[-1:]],
+                  label=plain_text(cond), lw=1.4)
+    ax.axvline(0, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("margin r(chosen) − r(rejected)")
+    ax.set_ylabel("pairs")
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(f"{plain_text(model)}: margins", fontsize=10)
+    ax.figure.tight_layout()
+    return _finish(ax.figure, owned)

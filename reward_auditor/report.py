@@ -28,10 +28,10 @@ from . import plots
 __all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html', 'header_html',
            'warnings_html', 'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html',
            'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html',
-           'control_notes', 'subset_heterogeneity', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session',
-           'template_path', 'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind',
-           'save_diagnostic', 'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
-           'comparison_figures', 'figure_html', 'comparison_page']
+           'control_notes', 'subset_heterogeneity', 'calibration_section', 'show_calibration', 'manifest_html',
+           'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport', 'to_html', 'render',
+           'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic', 'render_diagnostic',
+           'frame_html', 'comparison_of', 'comparison_html', 'comparison_figures', 'figure_html', 'comparison_page']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -462,6 +462,42 @@ def subset_heterogeneity(result: AuditResult, **kw):
     skipped = "".join(f"<li>{esc(m)}: {esc(why)}</li>" for m, why in rep.skipped.items())
     return rep, (f"<p>Not tested:</p><ul>{skipped}</ul>" if skipped else "")
 
+# %% ../nbs/09_report.ipynb #a3a723fc
+def calibration_section(result: AuditResult, **kw):
+    "`calibration.calibration` on a run → (result or None, escaped HTML note saying why not)."
+    from reward_auditor import calibration as cal
+    try:
+        return cal.calibration(result, **kw), ""
+    except cal.CalibrationError as e:
+        return None, f"<p><i>Calibration not computed: {esc(e)}</i></p>"
+
+
+def show_calibration(cal) -> None:
+    "Display a CalibrationResult: findings, temperature table, reliability diagrams, margin histograms, length table."
+    items = "".join(f"<li>{esc(f)}</li>" for f in cal.findings) or "<li>No clear finding.</li>"
+    show_html(f"<p><b>Findings</b></p><ul>{items}</ul>")
+    show_html("<p><b>Temperature</b> (all subsets pooled; T &gt; 1: overconfident; ECE band: the 95% upper end of "
+              "a calibrated model's ECE at this n; p: BH-adjusted two-sided sign-flip p of the log-loss change)</p>"
+              + frame_html(cal.temperature_table()))
+    sub = cal.pooled()
+    for model in dict.fromkeys(cal.table["model"]):
+        subset = sub.loc[sub["model"] == model, "subset"].iloc[0]
+        worst = cal.worst(model)
+        conds = ("orig", worst) if worst else ("orig",)
+        show_html(f"<h3>{esc(model)}</h3>")
+        show(plots.reliability_diagram(cal.reliability, model, subset, conds))
+        show(plots.margin_histogram(cal.histogram, model, conds))
+    if len(cal.length):
+        cols = ["model", "subset", "n", "rho_reward_length", "rho_margin_length", "rho_margin_length_low",
+                "rho_margin_length_high", "shortest_accuracy", "shortest_low", "shortest_high", "longest_accuracy",
+                "longest_low", "longest_high", "chance", "accuracy", "length_controlled_accuracy",
+                "length_controlled_low", "length_controlled_high"]
+        show_html("<p><b>Length confounds</b> (lengths in characters; ρ: Spearman with a Fisher-z interval; baselines "
+                  "with Wilson intervals; length-controlled: equal weight per stratum of relative length "
+                  "difference)</p>" + frame_html(cal.length[[c for c in cols if c in cal.length.columns]]))
+    else:
+        show_html("<p><i>No answer lengths in the input: length confounds not computed.</i></p>")
+
 # %% ../nbs/09_report.ipynb #20d1bde9
 def manifest_html(manifest: dict) -> str:
     "The manifest as escaped, collapsible JSON."
@@ -671,14 +707,14 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
     return RenderedReport(nb_path, html_path)
 
 # %% ../nbs/09_report.ipynb #00158bf7
-DIAGNOSTICS = ("verifier", "protocol", "heterogeneity", "meta")
+DIAGNOSTICS = ("verifier", "protocol", "heterogeneity", "meta", "calibration")
 DIAGNOSTIC_FILE = "diagnostic.json"
 
 
 def diagnostic_kind(result: Any) -> str:
     "Which diagnostic a result object comes from (by its class name)."
     kinds = {"VerifierAuditResult": "verifier", "ProtocolReport": "protocol", "HeterogeneityReport": "heterogeneity",
-             "MetaReport": "meta"}
+             "MetaReport": "meta", "CalibrationResult": "calibration"}
     name = type(result).__name__
     if name not in kinds:
         raise ReportError(f"no diagnostic report for a {name}: expected one of {', '.join(kinds)}")
@@ -695,6 +731,8 @@ def _result_class(kind: str):
         from reward_auditor.heterogeneity import HeterogeneityReport as cls
     elif kind == "meta":
         from reward_auditor.meta import MetaReport as cls
+    elif kind == "calibration":
+        from reward_auditor.calibration import CalibrationResult as cls
     else:
         raise ReportError(f"unknown diagnostic kind {kind!r}: expected one of {', '.join(DIAGNOSTICS)}")
     return cls

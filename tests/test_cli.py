@@ -115,6 +115,7 @@ def test_perturb_command(tmp_path):
     (["heterogeneity", "{d}/nope.json"], "nope.json"),
     (["protocol", "{d}/nope.csv"], "nope.csv"),
     (["meta", "{d}/nope"], "nope"),
+    (["calibration", "{d}/nope.jsonl"], "nope.jsonl"),
     (["verifier-audit", "--verifier", "nope"], "'nope'"),
 ])
 def test_diagnostics_bad_input(argv, fragment, tmp_path):

@@ -44,7 +44,7 @@ def test_model_report(run_dir):
     assert "Cramér" in page and "Wilson" in page
     for heading in ["Findings", "Risk table", "Radar charts", "largest degradation",
                     "Accuracy change versus suitability", "What the control scorers show", "Subset heterogeneity",
-                    "Manifest"]:
+                    "Calibration and length confounds", "Length confounds", "Manifest"]:
         assert heading in page, heading
     assert "&lt;u&gt;id-0&lt;/u&gt;" in page or "id-0" not in page  # ids shown only escaped
     assert "(length control" in page and "(lexical-overlap control)" in page and "(hash-noise control)" in page
@@ -81,10 +81,10 @@ def test_findings_show_proportions_with_three_decimals(run_dir):
 
 
 def test_diagnostics_round_trip_without_pickle(tmp_path):
-    "save_diagnostic/load_diagnostic for the three frame-based diagnostics; folders that hold none get a clear error."
+    "save_diagnostic/load_diagnostic for the frame-based diagnostics; folders that hold none get a clear error."
     import numpy as np
     import pandas as pd
-    from reward_auditor import heterogeneity as het, meta, protocol
+    from reward_auditor import calibration, heterogeneity as het, meta, protocol
     from reward_auditor.report import load_diagnostic, save_diagnostic
     rng = np.random.default_rng(1)
     sim = protocol.simulate_policy_samples(20, 4, seed=0)
@@ -94,6 +94,9 @@ def test_diagnostics_round_trip_without_pickle(tmp_path):
             "correct": rng.random(200) < 0.7})),
         "protocol": protocol.protocol_report(sim.samples, sim.rewards, n_boot=100),
         "meta": meta.meta_report(meta.simulate_audit_tables(n_models=5, seed=0)[0]),
+        "calibration": calibration.calibration(pd.DataFrame({
+            "model": "a", "subset": np.repeat(["x", "y"], 50), "margin": rng.normal(0.5, 2, 100),
+            "len_chosen": rng.integers(10, 99, 100), "len_rejected": rng.integers(10, 99, 100)}), n_boot=50),
     }
     for kind, res in results.items():
         out = save_diagnostic(res, tmp_path / kind)
