@@ -378,6 +378,7 @@ def splittable(p) -> bool:
 
 def _perturb_part(part: pd.DataFrame, name: str, seed: int, options: dict):
     from reward_auditor import perturbations as pt
+    os.environ.setdefault("REWARD_AUDITOR_EMBED_THREADS", "1")  # several processes work: one torch thread each
     c = pt.perturb(part, [name], seed=seed, **options)[name]
     return c.frame, c.record
 
