@@ -178,3 +178,19 @@ def test_semantic_check_off_is_recorded_and_reported(tmp_path):
     assert res.manifest["perturbations"]["SP"]["semantic_check"]["note"] == P.SEMANTIC_OFF
     assert "not checked for a change of meaning" in legend_html(res)
     assert "SP" in res.manifest["cpu_seconds"]["perturb"] and "length" in res.manifest["cpu_seconds"]["score"]
+
+
+def test_pool_runs_the_meaning_check_once_in_the_parent():
+    "Split over processes, ST and SP are rewritten in the workers and checked here, byte-identical to the whole."
+    from reward_auditor.engines import PerturbPool
+    _minilm()
+    data = load_sample().head(48)
+    whole = P.perturb(data, ["ST", "SP"], seed=5)
+    S.release_embedders()                       # forget the vectors: the split must embed again, here
+    before = S.embedding_stats()["computed"]
+    with PerturbPool(workers=2, min_items=16) as pool:
+        split = pool.perturb(data, ["ST", "SP"], seed=5)
+    assert S.embedding_stats()["computed"] > before
+    for n in ("ST", "SP"):
+        pd.testing.assert_frame_equal(split[n].frame, whole[n].frame, check_exact=True)
+        assert split[n].record == whole[n].record
