@@ -896,7 +896,7 @@ def st_protected(text: str, spans: list[tuple[int, int]]) -> set[int]:
 # %% ../nbs/03_perturbations.ipynb #5b6a2c6d
 SEMANTIC_THRESHOLDS = {"ST": 0.80, "SP": 0.75, "SP-model": 0.75}  # SP: compared without its Markdown layout
 SEMANTIC_PACKAGE = "all_minilm_l6_v2"
-EMBED_TOKEN_BUDGET = 8192   # padded tokens per batch of the meaning check (texts sorted by length)
+EMBED_TOKEN_BUDGET = 2048   # padded tokens per batch of the meaning check (sorted by length; bench/perturb.py --embed-budgets)
 SEMANTIC_OFF = "semantic check off: the rewrites were not checked for a change of meaning"
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
