@@ -15,9 +15,12 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .tables import plain_text
+
 # %% auto #0
-__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'plain_text', 'risk_matrix', 'risk_styler', 'radar',
-           'meta_radar', 'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation']
+__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_radar',
+           'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation',
+           'pairwise_matrices', 'rank_intervals']
 
 # %% ../nbs/08_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -39,11 +42,6 @@ def perturbation_order(names: Iterable[str]) -> list[str]:
     return [n for n in PERTURBATION_ORDER if n in names] + [n for n in names if n not in PERTURBATION_ORDER]
 
 # %% ../nbs/08_plots.ipynb #561f62cc
-def plain_text(x) -> str:
-    "Text shown verbatim by matplotlib: str(x) with every '$' escaped so mathtext never parses data."
-    return str(x).replace("$", r"\$")
-
-
 def _finish(fig, owned: bool = True):
     "Lay out and return a figure; close it in pyplot when the function made it, so Jupyter shows it once."
     if owned:
@@ -162,11 +160,9 @@ def radar(table: pd.DataFrame, by: str = "subset", value: str = "effect_size", m
     return _finish(fig)
 
 # %% ../nbs/08_plots.ipynb #86840ef7
-def meta_radar(table: pd.DataFrame, by: str = "subset", size: float = 3.4):
-    "Two radar charts: share of models significant and sum of effect sizes, one polygon per `by` value."
-    from reward_auditor.meta import benchmark_meta
+def meta_radar(ms: pd.DataFrame, by: str = "subset", size: float = 3.4):
+    "Two radar charts of `meta.benchmark_meta(table, by=(by,))`: share significant and sum of effect sizes per `by` value."
     plt = _plt()
-    ms = benchmark_meta(table, by=(by,))
     names = perturbation_order(ms["perturbation"])
     ang = np.linspace(0, 2 * np.pi, len(names), endpoint=False)
     fig, axes = plt.subplots(1, 2, subplot_kw={"projection": "polar"}, figsize=(2 * size + 0.6, size + 0.8))
@@ -252,18 +248,11 @@ def accuracy_vs_suitability(table: pd.DataFrame, x: str = "effect_size", y: str 
     return _finish(ax.figure, owned)
 
 # %% ../nbs/08_plots.ipynb #13548561
-def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "subset"), min_rows: int = 4,
-                        value: str = "effect_size", method: str = "spearman"):
-    "Clustered heatmap (seaborn clustermap) of perturbation correlations (None when fewer than `min_rows` rows)."
-    from reward_auditor.meta import MetaError, correlation_clustering
-    n_rows = table[list(rows)].drop_duplicates().shape[0]
-    if n_rows < min_rows:
+def correlation_heatmap(cc, rows: Sequence[str] = ("model", "subset")):
+    "Clustered heatmap (seaborn clustermap) of a `meta.ClusteredCorrelation` over `rows` (None for None)."
+    if cc is None:
         return None
-    t = table if "benchmark" in rows or "benchmark" in table else table.assign(benchmark="run")
-    try:
-        cc = correlation_clustering(t, value=value, units=tuple(rows), method=method)
-    except MetaError:
-        return None
+    method, value = cc.method, cc.value
     _plt()
     import seaborn as sns
     m = cc.matrix.copy()
@@ -280,13 +269,10 @@ def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "su
     return _finish(g.figure)
 
 # %% ../nbs/08_plots.ipynb #68075931
-def meta_evaluation(tables: Mapping[str, pd.DataFrame], size: tuple[float, float] = (10.0, 3.6)):
-    "Grouped bars (seaborn) per perturbation: share of models significant and sum of effect sizes, one colour per run."
+def meta_evaluation(sums: Mapping[str, pd.DataFrame], size: tuple[float, float] = (10.0, 3.6)):
+    "Grouped bars (seaborn) per perturbation of `meta.runs_meta(tables)`: share significant and sum of effect sizes, a colour per run."
     plt = _plt()
     import seaborn as sns
-    from reward_auditor.meta import benchmark_meta
-    sums = {label: benchmark_meta(t.assign(benchmark=str(label)), by=("benchmark",)).set_index("perturbation")
-            for label, t in tables.items()}
     names = perturbation_order([n for s in sums.values() for n in s.index])
     long = pd.concat([s.reindex(names).rename_axis("perturbation").reset_index().assign(run=plain_text(label))
                       for label, s in sums.items()], ignore_index=True)
@@ -306,5 +292,62 @@ def meta_evaluation(tables: Mapping[str, pd.DataFrame], size: tuple[float, float
     axes[0].set_ylim(0, 1)
     axes[0].get_legend().remove()
     axes[1].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return _finish(fig)
+
+# %% ../nbs/08_plots.ipynb #0e618b27
+def pairwise_matrices(matrices: Mapping[str, pd.DataFrame], stars: Mapping[str, pd.DataFrame] | None = None,
+                      title: str = "", vmax: float | None = None, ncols: int = 5):
+    "One heatmap per perturbation of a models × models effect matrix, annotated with stars; one shared colour scale."
+    plt = _plt()
+    names = list(matrices)
+    if not names:
+        return None
+    k = len(next(iter(matrices.values())))
+    nc = min(ncols, len(names))
+    nr = -(-len(names) // nc)
+    side = max(2.2, 0.28 * k + 1.2)
+    fig, axes = plt.subplots(nr, nc, figsize=(side * nc, side * nr), squeeze=False)
+    vals = np.concatenate([np.abs(m.to_numpy(float)).ravel() for m in matrices.values()])
+    vals = vals[np.isfinite(vals)]
+    vmax = vmax or (float(np.percentile(vals, 95)) if vals.size and np.percentile(vals, 95) > 0 else 1.0)
+    for ax, name in zip(axes.ravel(), names):
+        m = matrices[name]
+        im = ax.imshow(np.clip(m.to_numpy(float), -vmax, vmax), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+        labels = [plain_text(x) for x in m.index]
+        ax.set_xticks(range(k), labels, rotation=90, fontsize=7)
+        ax.set_yticks(range(k), labels, fontsize=7)
+        ax.set_title(plain_text(name), fontsize=9)
+        if stars is not None and k <= 12:
+            s = stars[name]
+            for i in range(k):
+                for j in range(k):
+                    if s.iat[i, j]:
+                        ax.text(j, i, s.iat[i, j], ha="center", va="center", fontsize=6)
+    for ax in axes.ravel()[len(names):]:
+        ax.axis("off")
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="d_z of d(row) − d(column)")
+    if title:
+        fig.suptitle(plain_text(title), fontsize=10)
+    return _finish(fig)
+
+
+def rank_intervals(ranks: pd.DataFrame, title: str = ""):
+    "Models on the y axis (best first), the simultaneous rank interval as a bar, the rank as a dot, letters beside."
+    plt = _plt()
+    r = ranks.sort_values(["rank", "model"], kind="stable").reset_index(drop=True)
+    k = len(r)
+    fig, ax = plt.subplots(figsize=(6.0, 0.32 * k + 1.0))
+    y = np.arange(k)
+    ax.hlines(y, r["rank_low"], r["rank_high"], color="#4c72b0", lw=5, alpha=0.5)
+    ax.plot(r["rank"], y, "o", color="#1f3b70")
+    for yi, row in zip(y, r.itertuples(index=False)):
+        ax.text(max(row.rank_high, row.rank) + 0.3, yi, f"{row.accuracy:.3f} {row.group}", va="center", fontsize=7)
+    ax.set_yticks(y, [plain_text(m) for m in r["model"]], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0.5, k + 2.5)
+    ax.set_xlabel("accuracy rank (bar: simultaneous interval)")
+    if title:
+        ax.set_title(plain_text(title), fontsize=10)
     fig.tight_layout()
     return _finish(fig)

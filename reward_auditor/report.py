@@ -20,17 +20,18 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .audit import AuditResult, too_few_to_test
+from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, findings, findings_html,
+                                  too_few_to_test)
 from . import plots
 
 # %% auto #0
-__all__ = ['BELOW_CHANCE_NOTE', 'KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html',
-           'below_chance', 'header_html', 'findings', 'findings_html', 'warnings_html', 'legend_html',
-           'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html', 'truth_html', 'risk_display',
-           'top_degraded', 'history_html', 'top_degraded_html', 'control_notes', 'subset_heterogeneity',
-           'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport',
-           'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic',
-           'render_diagnostic', 'frame_html']
+__all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html', 'header_html',
+           'warnings_html', 'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html',
+           'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html', 'control_notes',
+           'subset_heterogeneity', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path',
+           'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
+           'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
+           'comparison_figures', 'figure_html', 'comparison_page']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -60,14 +61,6 @@ def show_html(markup: str) -> None:
     display(HTML(markup))
 
 # %% ../nbs/09_report.ipynb #4d361488
-BELOW_CHANCE_NOTE = "below chance: suitability is not meaningful here"
-
-
-def below_chance(accuracy) -> bool:
-    "True when the accuracy on the original pairs is at or below 0.5 (a coin would do as well)."
-    return bool(pd.notna(accuracy) and float(accuracy) <= 0.5)
-
-# %% ../nbs/09_report.ipynb #14d559d4
 def _tails(settings: dict) -> str:
     "How the run tested: the degradation tail only, or both tails (a significant rise is reported as IMPROVES)."
     if settings.get("two_sided", True):
@@ -140,24 +133,6 @@ def header_html(result: AuditResult) -> str:
     body = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{esc(k)}</th><td style='text-align:left'>"
                    f"{esc(v)}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
-
-
-def findings(table: pd.DataFrame) -> pd.DataFrame:
-    "Per scorer × subset: significant perturbations (largest effect first), UNSUITABLE count, accuracy."
-    def one(g):
-        sig = g[g["significant"].astype(bool)].sort_values("effect_size", ascending=False)
-        return pd.Series({
-            "accuracy": float(g["accuracy_before"].iloc[0]),
-            "unsuitable": int((g["verdict"] == "UNSUITABLE").sum()),
-            "significant": ", ".join(f"{r.perturbation} ({r.effect_size:+.2f}{r.stars})" for r in sig.itertuples())
-                           or "none",
-            "caveat": BELOW_CHANCE_NOTE if below_chance(g["accuracy_before"].iloc[0]) else ""})
-    return table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
-
-
-def findings_html(table: pd.DataFrame) -> str:
-    "The findings frame as an escaped HTML table."
-    return findings(table).style.format(precision=3, escape="html").hide(axis="index").to_html()
 
 
 def warnings_html(manifest: dict) -> str:
@@ -746,3 +721,64 @@ def frame_html(frame: pd.DataFrame, index: bool = False, decimals: int = 3) -> s
     st = (frame.style.format(precision=decimals, escape="html").format_index(escape="html", axis=0)
           .format_index(escape="html", axis=1))
     return (st if index else st.hide(axis="index")).to_html()
+
+# %% ../nbs/09_report.ipynb #cd624a16
+def comparison_of(result: AuditResult, **kw):
+    "The paired comparison of a run's models with the run's settings, or None with fewer than two models."
+    if result.table["model"].nunique() < 2:
+        return None
+    from reward_auditor.compare import compare
+    return compare(result, **kw)
+
+
+def comparison_html(cmp) -> str:
+    "Which version decides, the families, warnings, findings and the accuracy table with letters (escaped HTML)."
+    s = cmp.settings
+    other = "decision" if s["on"] == "margin" else "margin"
+    head = (f"<p>{len(cmp.models)} models, every pair once. Robustness: sign-flip test of D = d(A) − d(B) per item "
+            f"(B = {s['B']}, {s['tails']}); the verdict uses the <b>{esc(s['on'])}</b> version "
+            f"({'confidence differences on the ' + esc(s['scale']) + ' scale' if s['on'] == 'margin' else 'right/wrong flips'}), "
+            f"the {other} version is shown beside it. Accuracy: exact McNemar{' (mid-p)' if s.get('mid_p') else ''}, "
+            f"Newcombe 95% interval. Multiplicity: {esc(s['multiplicity'])} at alpha = {s['alpha']:g}, "
+            f"{esc(s['family'])}.</p>")
+    warn = "".join(f"<li>{esc(w)}</li>" for w in cmp.warnings)
+    finds = "".join(f"<li>{esc(f)}</li>" for f in cmp.findings()) or "<li>No clear difference between the models.</li>"
+    letters = cmp.accuracy_letters().style.format(escape="html").format_index(escape="html", axis=0) \
+        .format_index(escape="html", axis=1).to_html()
+    return (head + (f"<ul>{warn}</ul>" if warn else "") + f"<p><b>Findings</b></p><ul>{finds}</ul>"
+            "<p><b>Accuracy on the original pairs</b> with significance letters (models sharing a letter are not "
+            f"distinguishable)</p>{letters}")
+
+
+def comparison_figures(cmp) -> list:
+    "Per subset: (title, figure) for the pairwise robustness matrices and for the rank intervals."
+    out = []
+    for subset in cmp.settings["subsets"]:
+        perts = cmp.settings["perturbations"]
+        mats = {p: cmp.matrix(subset, p) for p in perts}
+        stars = {p: cmp.stars_matrix(subset, p) for p in perts}
+        out.append((f"{subset}: robustness differences ({cmp.settings['on']} version)",
+                    plots.pairwise_matrices(mats, stars, title=str(subset))))
+        out.append((f"{subset}: accuracy rank intervals",
+                    plots.rank_intervals(cmp.ranks[cmp.ranks["subset"] == subset], title=str(subset))))
+    return out
+
+
+def figure_html(fig, dpi: int = 100) -> str:
+    "A matplotlib figure as an embedded PNG <img> (closed afterwards)."
+    import base64
+    import matplotlib.pyplot as plt
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}"/>'
+
+
+def comparison_page(cmp) -> str:
+    "A self-contained HTML page of a comparison: summary, figures and the three tables."
+    body = comparison_html(cmp) + "".join(f"<h3>{esc(t)}</h3>{figure_html(f)}" for t, f in comparison_figures(cmp))
+    fmt = lambda f: f.style.format(precision=3, escape="html").hide(axis="index").to_html()
+    body += (f"<h2>Ranks</h2>{fmt(cmp.ranks)}<h2>Robustness differences</h2>{fmt(cmp.robustness)}"
+             f"<h2>Accuracy differences</h2>{fmt(cmp.accuracy)}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Model comparison</title></head>"
+            f"<body><h1>Model comparison</h1>{body}</body></html>")
