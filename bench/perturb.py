@@ -3,6 +3,8 @@
 Usage: OMP_NUM_THREADS=1 python bench/perturb.py [--n 1000] [--source rmbench-all|rmbench|sample] [--names LC,SLC]
        OMP_NUM_THREADS=1 python bench/perturb.py --slc-scaling      # SLC per item at 1k vs 10k, memo vs old LRU
        OMP_NUM_THREADS=1 python bench/perturb.py --apertium-jobs     # apertium with 1, 2, 4 processes
+       OMP_NUM_THREADS=1 python bench/perturb.py --base /tmp/base55 --n 200 --names ST,SP   # against a baseline tree
+       OMP_NUM_THREADS=1 python bench/perturb.py --embed-budgets --n 200   # meaning-check batches by token budget
 
 `rmbench-all` (default) reads the four RM-Bench files in ../shared/data/rm-bench with the package's loader
 (canonical ids `domain-id`): the 798 concise pairs first, then detailed-plain pairs of the same prompts, so
@@ -26,7 +28,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))      # this checkout's package, not an installed one
-RMBENCH = REPO.parent / "shared/data/rm-bench"
+RMBENCH = Path(os.environ.get("REWARD_AUDITOR_SHARED_DATA", REPO.parent / "shared/data")) / "rm-bench"
 TARGET_S = 60.0
 # the previous implementation on the same 1,000 rmbench-all items, 2 shared cores, cold process
 # (measured 2026-11-29 with this script against the code before the speed work, load average 5-9 from other
@@ -149,14 +151,97 @@ def cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
+BASE_RUN = r"""
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+import pandas as pd
+from reward_auditor import perturbations as P
+df = pd.read_parquet(sys.argv[2])
+out = {}
+for name in sys.argv[3].split(","):
+    t = os.times(); c0 = t.user + t.system + t.children_user + t.children_system
+    cond = P.perturb(df, [name], seed=0)[name]
+    t = os.times(); out[name] = [t.user + t.system + t.children_user + t.children_system - c0,
+                                 int(cond.n_changed), cond.frame[["chosen", "rejected", "prompt"]].values.tolist()]
+import resource
+print(json.dumps({"cpu": out, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def against_base(base: str, n: int, source: str, names: list[str]) -> None:
+    "CPU per perturbation of this tree against a baseline tree (fresh processes, store off), outputs compared."
+    import json
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        data = Path(d) / "items.parquet"
+        items(n, source).to_parquet(data, index=False)
+        res = {}
+        for label, tree in (("base", base), ("ours", str(REPO))):
+            env = {**os.environ, "PYTHONPATH": tree, "OMP_NUM_THREADS": "1", "REWARD_AUDITOR_STORE": "off",
+                   "PYTHONWARNINGS": "ignore"}
+            r = subprocess.run([sys.executable, "-c", BASE_RUN, tree, str(data), ",".join(names)], env=env,
+                               capture_output=True, text=True)
+            if r.returncode:
+                raise SystemExit(r.stderr[-3000:])
+            res[label] = json.loads(r.stdout.strip().splitlines()[-1])
+    print(f"{n} items ({source}), one thread, load avg {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
+          f"baseline tree {base}")
+    print(f"{'name':5s} {'base CPU s':>10s} {'ours CPU s':>10s} {'ratio':>6s}  outputs")
+    tb = to = 0.0
+    for name in names:
+        (cb, nb, fb), (co, no, fo) = res["base"]["cpu"][name], res["ours"]["cpu"][name]
+        tb, to = tb + cb, to + co
+        print(f"{name:5s} {cb:10.2f} {co:10.2f} {co / cb:6.2f}  {'identical' if fb == fo else 'DIFFER'} "
+              f"(changed {nb} / {no})")
+    print(f"all   {tb:10.2f} {to:10.2f} {to / tb:6.2f}   peak RSS base {res['base']['rss_mib']:.0f} MiB, "
+          f"ours {res['ours']['rss_mib']:.0f} MiB")
+
+
+def embed_budgets(n: int, source: str, budgets=(2048, 4096, 8192, 16384)) -> None:
+    "CPU seconds of the meaning check's embeddings: sorted token budgets against sorted batches of 32 rows."
+    from reward_auditor import perturbations as P
+    from reward_auditor import store as S
+    df = items(n, source)
+    texts = []
+    for name in ("ST", "SP"):
+        p = P.registry[name]
+        view = P.plain_text if name == "SP" else (lambda t: t)
+        for f in ("chosen", "rejected"):
+            before = df[f].tolist()
+            after = p.apply_many(before, [P.item_rng(0, name, p.version, i, f) for i in df["id"]], **p.defaults)
+            texts += [x for b, a in zip(before, after) if a != b for pr in P._pieces(view(b), view(a)) for x in pr]
+    texts = list(dict.fromkeys(texts))
+    emb = P.sentence_embedder()
+    ref = None
+    print(f"{len(texts)} distinct texts of the ST/SP meaning check on {n} items; one thread")
+    for label, budget, rows in [("sorted batch 32", 1 << 30, 32)] + [(f"budget {b}", b, 256) for b in budgets]:
+        e = S.Embeddings("bench", lambda: emb, budget=budget, max_rows=rows, store=False)
+        c0 = cpu()
+        v = e.vectors(texts)
+        c = cpu() - c0
+        ref = (c, v) if ref is None else ref
+        print(f"  {label:16s} {c:7.2f} CPU s  ratio {c / ref[0]:.2f}  max |vector difference| "
+              f"{np.abs(v - ref[1]).max():.1e}")
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--base", default=None, help="a baseline tree (e.g. /tmp/base55 from `git archive 55bb319`): "
+                                                  "CPU per perturbation of both in fresh processes, as ratios")
+    ap.add_argument("--embed-budgets", action="store_true", help="only the meaning check's embedding batches")
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--source", default="rmbench-all", choices=["sample", "rmbench", "rmbench-all"])
     ap.add_argument("--names", default="all", help="comma-separated perturbations (default: the ten)")
     ap.add_argument("--slc-scaling", action="store_true", help="only SLC per item at 1k vs 10k items")
     ap.add_argument("--apertium-jobs", action="store_true", help="only apertium with 1, 2 and 4 processes")
     args = ap.parse_args()
+    if args.base:
+        from reward_auditor import perturbations as P
+        return against_base(args.base, args.n, args.source,
+                            list(P.BUILTINS) if args.names == "all" else args.names.split(","))
+    if args.embed_budgets:
+        return embed_budgets(args.n, args.source)
     if args.slc_scaling:
         return slc_scaling(args.source)
     if args.apertium_jobs:

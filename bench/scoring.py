@@ -4,13 +4,15 @@
     python bench/scoring.py --real Skywork/Skywork-Reward-V2-Qwen3-0.6B   # also a real RM, on a GPU if present
 
 Measures
-1. pairs/s of `score_pairs` (length-bucketed batches) against a naive loop that scores one pair at a time with
-   the tokenizer and model directly, and against batches in data order (no length sorting), with padding waste;
+1. pairs/s of `score_pairs` (length-bucketed batches) against the honest reference, a length-sorted loop of
+   32-row batches, in CPU seconds (the shipped default token budget too), against batches in data order (no
+   length sorting), with padding waste, and, for context only, a naive loop of one pair at a time;
 2. forward passes (texts scored) for the original data plus ten perturbed conditions, with the score cache
    (originals scored once, unchanged texts reused) against re-scoring the originals for every perturbation as a
    per-perturbation script does.
-3. tokens/s of `score_pairs` with the token-budget plan against the previous fixed batch of 16 (`--budget`), for
-   the tiny model and a 4-layer, hidden-256 one, on CPU, with the scores' largest difference;
+3. CPU seconds per token of `score_pairs` with token budgets of 2,048, 4,096 and 8,192 and the default against
+   sorted batches of 32 rows (`--budget`), for the tiny model and a 4-layer, hidden-256 one, with the scores'
+   largest difference;
 4. an audit-shaped run (original + conditions scored one after another) with the next condition tokenized in the
    background against tokenizing in series (`--overlap`), with the scores compared bitwise.
 Prints the ratios. Nothing here asserts timings.
@@ -86,6 +88,16 @@ def throughput(model_dir, n_pairs: int, n_naive: int, batch_size: int, label: st
         waste_u = rm.last_report["padding_waste"]
     finally:
         del rm.plan_batches
+    ref = S.load_scorer(str(model_dir), batch_size=32, max_batch_tokens=1 << 30, **kw)  # the honest reference
+    ref.score_pairs(frame.iloc[:32], progress=False)
+    c0 = time.process_time()
+    sorted32, t_32 = timed(ref.score_pairs, frame, progress=False)
+    c_32 = time.process_time() - c0
+    dflt = S.load_scorer(str(model_dir), **kw)                                       # the shipped default budget
+    dflt.score_pairs(frame.iloc[:32], progress=False)
+    c0 = time.process_time()
+    budgeted, t_d = timed(dflt.score_pairs, frame, progress=False)
+    c_d = time.process_time() - c0
     naive, t_n = timed(naive_loop, rm, frame.iloc[:n_naive])
     err = float(np.max(np.abs(naive - bucketed["margin"].to_numpy()[:n_naive])))
     r = {"label": label, "device": rm.device, "dtype": str(rm.dtype).replace("torch.", ""), "pairs": n_pairs,
@@ -96,7 +108,11 @@ def throughput(model_dir, n_pairs: int, n_naive: int, batch_size: int, label: st
     print(f"  bucketed batches : {r['bucketed_pairs_s']:9.1f} pairs/s   padding waste {waste_b:6.1%}")
     print(f"  batches in order : {r['unsorted_pairs_s']:9.1f} pairs/s   padding waste {waste_u:6.1%}")
     print(f"  naive, 1 pair    : {r['naive_pairs_s']:9.1f} pairs/s")
-    print(f"  ratio bucketed / naive    = {r['bucketed_pairs_s'] / r['naive_pairs_s']:.2f}x")
+    print(f"  sorted batch 32  : {n_pairs / t_32:9.1f} pairs/s   ({c_32:.2f} CPU s)")
+    print(f"  default budget {dflt.batching()['token_budget']}: {n_pairs / t_d:9.1f} pairs/s   ({c_d:.2f} CPU s)")
+    print(f"  CPU ratio default budget / sorted batch 32 = {c_d / c_32:.2f}x (the reference; < 1 is better); "
+          f"max |margin difference| {np.max(np.abs(budgeted['margin'].to_numpy() - sorted32['margin'].to_numpy())):.1e}")
+    print(f"  ratio bucketed / naive    = {r['bucketed_pairs_s'] / r['naive_pairs_s']:.2f}x (batch 1: context only)")
     print(f"  ratio bucketed / in-order = {r['bucketed_pairs_s'] / r['unsorted_pairs_s']:.2f}x")
     print(f"  max |margin difference| naive vs bucketed = {err:.2e}")
     return r
@@ -170,26 +186,32 @@ def rm_4layer(path: Path) -> Path:
     return path
 
 
-def budget_vs_fixed(model_dir, label: str, n_pairs: int, mu: float = 3.0, repeat: int = 2) -> None:
-    "tokens/s with the token-budget plan (this device's default) against the previous fixed 16 rows / 65,536 tokens."
+def budget_vs_fixed(model_dir, label: str, n_pairs: int, mu: float = 3.0, repeat: int = 2,
+                    budgets=(2048, 4096, 8192)) -> None:
+    """CPU seconds per token of token-budget plans against sorted batches of 32 rows (the old fixed batches,
+    length-sorted too, so the comparison is of batch shapes alone), with the margins' largest difference."""
     import reward_auditor.scorers as S
     frame = synthetic_pairs(n_pairs, seed=2, mu=mu)
-    runs = {"fixed 16 (previous default)": dict(batch_size=16, max_batch_tokens=65536), "token budget (now)": {}}
+    runs = {"sorted batch 32": dict(batch_size=32, max_batch_tokens=1 << 30)}
+    runs.update({f"token budget {b}": dict(max_batch_tokens=b) for b in budgets})
+    runs["default budget (now)"] = {}
     res = {}
     for name, kw in runs.items():
         rm = S.load_scorer(str(model_dir), **kw)
         rm.score_pairs(frame.iloc[:16], progress=False)
         best, out = float("inf"), None
         for _ in range(repeat):
-            out, t = timed(rm.score_pairs, frame, progress=False)
-            best = min(best, t)
-        tokens = rm.last_report["tokens"]
-        res[name] = (tokens / best, out["margin"].to_numpy(), rm.last_report["batches"], rm.batching()["token_budget"])
-    (f_tps, f_m, f_b, _), (b_tps, b_m, b_b, budget) = res.values()
-    print(f"\n[{label}] {n_pairs} pairs, {rm.last_report['tokens'] / (2 * n_pairs):.0f} tokens/text, CPU")
-    print(f"  fixed 16 rows      : {f_tps:9.0f} tokens/s in {f_b} batches")
-    print(f"  token budget {budget:>6d}: {b_tps:9.0f} tokens/s in {b_b} batches")
-    print(f"  ratio budget / fixed 16 = {b_tps / f_tps:.2f}x;  max |margin difference| {np.max(np.abs(f_m - b_m)):.1e}")
+            c0 = time.process_time()
+            out = rm.score_pairs(frame, progress=False)
+            best = min(best, time.process_time() - c0)
+        res[name] = (rm.last_report["tokens"] / best, out["margin"].to_numpy(), rm.last_report["batches"],
+                     rm.batching()["token_budget"])
+    ref_tps, ref_m = res["sorted batch 32"][0], res["sorted batch 32"][1]
+    print(f"\n[{label}] {n_pairs} pairs, {rm.last_report['tokens'] / (2 * n_pairs):.0f} tokens/text, CPU seconds")
+    for name, (tps, m, nb, budget) in res.items():
+        print(f"  {name:24s}: {tps:9.0f} tokens/CPU-s in {nb:4d} batches (budget {budget}); "
+              f"CPU ratio vs sorted batch 32 = {ref_tps / tps:.2f}x; max |margin difference| "
+              f"{np.max(np.abs(ref_m - m)):.1e}")
 
 
 def overlap_on_off(model_dir, n_pairs: int, n_conditions: int = 6) -> None:

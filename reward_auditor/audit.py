@@ -29,17 +29,18 @@ from . import multiplicity as ra_multiplicity
 from . import perturbations as ra_perturbations
 from . import scorers as ra_scorers
 from . import stats as ra_stats
+from . import store as ra_store
 
 # %% auto #0
 __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS',
            'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME', 'BELOW_CHANCE_NOTE',
-           'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions',
-           'file_conditions', 'dropped_record', 'resolve_scorers', 'score_conditions', 'item_clusters', 'family_seed',
-           'differences', 'family_table', 'decide', 'summary_json', 'calibration_json', 'write_summaries',
-           'AuditResult', 'package_versions', 'error_control', 'too_few_to_test', 'detectability_warnings',
-           'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices',
-           'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance',
-           'findings', 'findings_html']
+           'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key', 'make_conditions',
+           'pack_conditions', 'file_conditions', 'dropped_record', 'resolve_scorers', 'score_conditions',
+           'item_clusters', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json', 'calibration_json',
+           'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
+           'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
+           'style_matrices', 'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable',
+           'below_chance', 'findings', 'findings_html']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -160,12 +161,79 @@ def _jsonable(x):
     return x
 
 
-def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping) -> str:
+def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, semantic_check: bool = True) -> str:
     "What a stored condition depends on: the data, the perturbation and its version, the seed and options."
     p = ra_perturbations.registry[name]
-    blob = json.dumps([data_fingerprint(data), name, str(getattr(p, "version", "")) + ra_perturbations.semantic_key(name), int(seed),
+    blob = json.dumps([data_fingerprint(data), name, str(getattr(p, "version", ""))
+                       + ra_perturbations.semantic_key(name, semantic_check), int(seed),
                        {k: repr(v) for k, v in sorted(options.items())}])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _storable(name: str, options: Mapping) -> bool:
+    "A built-in perturbation whose options are plain values or objects that name their model (a rewriter's model_id)."
+    if name not in ra_perturbations.BUILTINS and not name.endswith("-model"):
+        return False
+    plain = (type(None), bool, int, float, str)
+    return all(isinstance(v, plain) or isinstance(getattr(v, "model_id", None), str) for v in options.values())
+
+
+def store_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, turns: str = "final",
+              semantic_check: bool = True) -> str | None:
+    """The content key of a condition in the cross-run store: items' texts, perturbation, version and options, seed,
+    meaning check, backends' versions and rewriter identity (None when the condition cannot be stored)."""
+    pt = ra_perturbations
+    if not ra_store.store_enabled() or not _storable(name, options):
+        return None
+    p = pt.registry[name]
+    kw = {**p.defaults, **options}
+    try:
+        resources = p.resources(**kw)
+    except pt.MissingResourceError:
+        return None
+    return ra_store.digest("condition", data_fingerprint(data), name, str(p.version), p.variant, int(seed),
+                           pt._jsonable(kw), turns, pt.semantic_key(name, semantic_check), _jsonable(resources))
+
+
+def _fields(side: str, turns: str, frame: pd.DataFrame) -> list[str]:
+    "The columns a perturbation writes."
+    out = ["prompt"] if side == "prompt" else ["chosen", "rejected"]
+    return out + (["history"] if side == "prompt" and turns == "all" and "history" in frame.columns else [])
+
+
+def _to_store(key: str, cond, turns: str) -> None:
+    "Put a condition into the cross-run store: ids, perturbed fields, changed and edit sizes, and the record."
+    f = cond.frame
+    cols = _fields(cond.side, turns, f)
+    part = f[["id", *cols, "changed", "edit_size"]].copy()
+    if "history" in cols:
+        part["history"] = [json.dumps([dict(m) for m in h], ensure_ascii=False) for h in ra_data.history_of(f)]
+    ra_store.ConditionStore().put(key, part, {"name": cond.name, "record": _jsonable(cond.record)})
+
+
+def _from_store(key: str, data: pd.DataFrame, name: str, turns: str):
+    "The condition stored under `key`, rebuilt on the current items; None when absent, corrupt or not these items."
+    pt = ra_perturbations
+    got = ra_store.ConditionStore().get(key)
+    if got is None:
+        return None
+    part, meta = got
+    p = pt.registry[name]
+    df = pt._as_frame(data)
+    cols = _fields(p.side, turns, df)
+    if list(part.columns) != ["id", *cols, "changed", "edit_size"] or part["id"].tolist() != df["id"].tolist():
+        return None
+    new = df.copy()
+    for c in cols:
+        new[c] = [json.loads(h) for h in part[c]] if c == "history" else part[c].to_numpy(object)
+    new["changed"], new["edit_size"] = part["changed"].to_numpy(bool), part["edit_size"].to_numpy(np.int64)
+    return pt.Condition(name, p.side, p.group, new, meta["record"], original=df)
+
+
+def _cpu() -> float:
+    "CPU seconds of this process and its finished children."
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _load_condition(store: Path, name: str, key: str):
@@ -197,8 +265,13 @@ def _save_condition(store: Path, cond, key: str) -> None:
 def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed: int = 0,
                     on_unavailable: str = "skip", progress: bool = False, store: str | Path | None = None,
                     workers: int | None = None, turns: str = "final", perturber: Any = None,
+                    semantic_check: bool = True, report: dict | None = None,
                     **options) -> tuple[dict, dict[str, str]]:
-    "Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason})."
+    """Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason}).
+
+    A condition comes from the run folder's `store` (a resumed run), else from the cross-run store in the user
+    cache, else it is made (and put in both). `report`, when given, is filled with where each came from, the
+    CPU seconds each took and the meaning check's embedding counts."""
     from tqdm import tqdm
     pt = ra_perturbations
     conds, skipped = {}, {}
@@ -211,26 +284,51 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
     if unused:
         raise AuditError(f"options {unused} match no parameter of {names} (perturb_options)")
     all_options = options
+    source, cpu = {}, {}
+    emb0 = ra_store.embedding_stats()
+    turn_kw = {"turns": turns} if turns != "final" else {}
+    check_kw = {} if semantic_check else {"semantic_check": False}
     for name in tqdm(names, desc="perturb", disable=not progress, leave=False):
+        t0 = _cpu()
         # each perturbation gets the options it takes (a rewriter goes to the *-model variants only)
         options = {k: v for k, v in all_options.items() if k in pt.registry[name].defaults}
-        key = _condition_key(data, name, seed, {**options, **({"turns": turns} if turns != "final" else {})}) \
-            if store is not None else None
+        key = _condition_key(data, name, seed, {**options, **turn_kw}, semantic_check) if store is not None else None
         if store is not None and (c := _load_condition(Path(store), name, key)) is not None:
-            conds[name] = c  # made by an earlier run with the same data, version, seed and options
+            conds[name], source[name] = c, "run folder"  # made by an earlier run with the same data, seed and options
+            cpu[name] = round(_cpu() - t0, 3)
+            continue
+        skey = store_key(data, name, seed, options, turns, semantic_check)
+        if skey is not None and (c := _from_store(skey, data, name, turns)) is not None:
+            conds[name], source[name] = c, "store"
+            if store is not None:
+                _save_condition(Path(store), c, key)
+            cpu[name] = round(_cpu() - t0, 3)
             continue
         try:
-            conds.update((pool.perturb if pool is not None else pt.perturb)(data, [name], seed=seed,
-                                                                     **({"turns": turns} if turns != "final" else {}), **options))
+            conds.update((pool.perturb if pool is not None else pt.perturb)(data, [name], seed=seed, **turn_kw,
+                                                                           **check_kw, **options))
+            source[name] = "made"
             if store is not None:
                 _save_condition(Path(store), conds[name], key)
+            if skey is not None:
+                try:
+                    _to_store(skey, conds[name], turns)
+                except OSError as e:  # a full or read-only cache: the audit goes on without keeping the condition
+                    warnings.warn(f"condition {name} not kept in the store {ra_store.store_root()}: {e}", stacklevel=2)
         except pt.MissingResourceError as e:  # a missing backend (apertium, WordNet) must not sink the other nine
             if on_unavailable != "skip":
                 raise AuditError(f"perturbation {name} could not run: {e} (perturbations)") from e
             skipped[name] = f"{type(e).__name__}: {e}"
             warnings.warn(f"perturbation {name} skipped: {skipped[name]}", stacklevel=2)
+        cpu[name] = round(_cpu() - t0, 3)
     if pool is not None and pool is not perturber:
         pool.close()
+    emb1 = ra_store.embedding_stats()
+    ra_store.release_embedders()  # the embedder's memory goes back before scoring starts
+    if report is not None:
+        report.update({"conditions": source, "cpu_seconds": cpu,
+                       "embeddings": {k: emb1[k] - emb0[k] for k in emb1},
+                       "store": str(ra_store.store_root()) if ra_store.store_enabled() else None})
     return conds, skipped
 
 
@@ -250,6 +348,13 @@ def _file_mapping(path: Path, mapping: Any) -> Mapping | None:
     raise AuditError(f"unknown mapping {mapping!r} (mapping): use 'default', 'paper' or a dict of column → name")
 
 
+def pack_conditions(path: str | Path) -> dict:
+    "{name: Condition} from a rewrite pack written by `reward-auditor perturb --out pack.parquet` (`store.write_pack`)."
+    orig, conds = ra_store.read_pack(path)
+    return {n: ra_perturbations.Condition(n, c["side"], c["group"], c["frame"], c["record"], original=orig)
+            for n, c in conds.items()}
+
+
 def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = None, *, domain: str | None = None,
                     errors: str = "raise") -> tuple[pd.DataFrame, dict]:
     "Conditions from externally perturbed files (`perturbations.conditions_from_file`) → (original, {name: Condition})."
@@ -257,8 +362,8 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
         paths = [paths]
     original, out = None, {}
     for path in map(Path, paths):
-        conds = ra_perturbations.conditions_from_file(path, _file_mapping(path, mapping), domain=domain,
-                                                      errors=errors)
+        conds = pack_conditions(path) if ra_store.is_pack(path) else \
+            ra_perturbations.conditions_from_file(path, _file_mapping(path, mapping), domain=domain, errors=errors)
         for name, cond in conds.items():
             if original is None:
                 original = cond.original
@@ -1109,10 +1214,10 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
           errors: str = "raise", overwrite: bool = False,
           perturb_turns: str = "final", group_by: str | None = None,
-          on_start: Callable[[], Any] | None = None) -> AuditResult:
+          on_start: Callable[[], Any] | None = None, semantic_check: bool = True) -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), _cpu()
     settings = AuditSettings(seed=seed, permutations=permutations, alpha=alpha, scale=scale,
                              multiplicity=multiplicity, margin=margin, family=family, preset=preset,
                              two_sided=two_sided, group_weights=dict(group_weights) if group_weights else None,
@@ -1140,7 +1245,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         _stamp_data(out, original, source, overwrite, before_write=on_start)
     elif on_start is not None:
         on_start()
-    perturber = None
+    perturber, made, cpu = None, {}, {}
     if engine is not None:  # the engine's workers perturb too (Ray tasks with the Ray engine)
         from reward_auditor.engines import engine_perturber
         perturber = engine_perturber(engine, perturb_workers)
@@ -1149,6 +1254,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                                          on_unavailable=on_unavailable, progress=progress,
                                          store=None if out is None else Path(out) / "conditions",
                                          workers=perturb_workers, turns=perturb_turns, perturber=perturber,
+                                         semantic_check=semantic_check, report=made,
                                          **(perturb_options or {}))
     finally:
         if perturber is not None:
@@ -1168,11 +1274,13 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
             engine_reports[sc.name] = {"units": rep.units, "committed": rep.committed, "computed": rep.computed,
                                        "seconds": rep.seconds}
 
-    all_items, score_counts = [], {}
+    all_items, score_counts, cpu["score"] = [], {}, {}
     for sc in tqdm(scorer_objs, desc="score", disable=not progress or len(scorer_objs) < 2, leave=False):
+        t0 = _cpu()
         items, counts = score_conditions(sc, original, conds, cache=store, progress=progress)
         all_items.append(items)
         score_counts[sc.name] = counts
+        cpu["score"][sc.name] = round(_cpu() - t0, 3)
     items = pd.concat(all_items, ignore_index=True)
     items["confidence_before"] = ra_stats.confidence(items["margin_before"].to_numpy(float), settings.scale)
     items["confidence_after"] = ra_stats.confidence(items["margin_after"].to_numpy(float), settings.scale)
@@ -1186,7 +1294,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     sides = {n: getattr(c, "side", "") for n, c in conds.items()}
     fams = [(m, s) for m in dict.fromkeys(items["model"])
             for s in (dict.fromkeys(items["subset"]) if settings.family == "subset" else ["all"])]
-    tables = []
+    tables, t0 = [], _cpu()
     for model, subset in tqdm(fams, desc="test", disable=not progress, leave=False):
         sel = items["model"] == model
         if subset != "all":
@@ -1202,6 +1310,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if not tables:
         raise AuditError("no family has at least two items (data): add items or use family='model'")
     table = pd.concat(tables, ignore_index=True)
+    cpu["tests"] = round(_cpu() - t0, 3)
     table, margin_used = decide(table, settings)
     table["side"] = table["perturbation"].map(sides)
     lc = _length_changes(original, conds)
@@ -1241,6 +1350,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "perturbations": {n: {"side": sides[n], "group": groups[n], **_jsonable(getattr(c, "record", {}) or {})}
                           for n, c in conds.items()},
         "skipped_perturbations": skipped,
+        "semantic_check": "on" if semantic_check else "off",
+        "perturbation_store": {k: made.get(k) for k in ("store", "conditions", "embeddings")},
         "models": {sc.name: {"kind": str(getattr(sc, "kind", "")), "fingerprint": sc.fingerprint,
                              "description": ((type(sc).__doc__ or "").strip().splitlines() or [""])[0],
                              "spec": str(getattr(sc, "spec", sc.name)),
@@ -1257,6 +1368,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "warnings": warn,
         "versions": package_versions(),
         "wall_seconds": round(time.perf_counter() - t_start, 2),
+        "cpu_seconds": {"perturb": made.get("cpu_seconds", {}), **cpu, "total": round(_cpu() - cpu_start, 3)},
     }
     result = AuditResult(table.reset_index(drop=True), items, manifest, _texts(original, conds))
     if out is not None:

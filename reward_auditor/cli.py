@@ -23,8 +23,8 @@ __all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MOD
            'error_line', 'example_path', 'make_rewriter', 'build_parser', 'resolve_audit_args', 'split_name',
            'data_files', 'limit_pairs', 'subset_names', 'load_data', 'cli_syntax', 'make_scorers',
            'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
-           'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_calibration',
-           'cmd_models', 'cmd_compare', 'quiet_bars', 'main']
+           'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta',
+           'cmd_calibration', 'cmd_models', 'cmd_compare', 'quiet_bars', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -213,7 +213,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
     group_weights=None, effect_ci="nct", overwrite=False, group_by=None,
-    perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None)
+    perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None, semantic_check="on")
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
 EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_batches", "endpoint",
@@ -223,7 +223,8 @@ EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_ba
 RESUME_TAKES = ("format", "drop_invalid", "limit", "mapping", "perturb_turns", "kind", "seed", "permutations",
                 "alpha", "scale", "multiplicity", "group_weights", "effect_ci", "margin", "family", "two_sided",
                 "preset", "device", "dtype", "batch_size", "max_batch_tokens", "max_length", "beta", "reduction",
-                "load_in", "report", "by", "group_by")
+                "load_in", "report", "by", "group_by",
+                "semantic_check")
 RESUME_NEEDS_AGAIN = ("data", "conditions", "perturbations", "model", "scorer", "reference", "cache",
                       "trust_remote_code", "endpoint", "endpoint_model", "endpoint_tokenizer", "endpoint_api",
                       "api_key_env", "rewriter_model", "rewriter_url", "rewriter_name")  # never taken: given again
@@ -255,6 +256,19 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="no progress bars (also none from transformers or the hub while a model loads)")
 
 
+def _size_arg(s: str) -> int:
+    "A size such as 500M, 2G or 123456 (bytes)."
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = s.strip().upper().removesuffix("B")
+    try:
+        v = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size must be a number with an optional K, M, G or T, got {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"size must be >= 0, got {s!r}")
+    return int(v)
+
+
 def _audit_options(p: argparse.ArgumentParser) -> None:
     "Audit options; defaults are applied later so that `--resume` can tell given from default."
     S = argparse.SUPPRESS
@@ -282,6 +296,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--perturb-turns", choices=["final", "all"], default=S,
                    help="which user turns of a conversation prompt-side perturbations change: the final one "
                         "(default) or every one")
+    g.add_argument("--semantic-check", choices=["on", "off"], default=S,
+                   help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on); off "
+                        "is recorded in the manifest and the report says the rewrites were not checked")
     _rewriter_options(g, S)
     g = p.add_argument_group("scorers")
     g.add_argument("--model", action="append", default=S, metavar="[NAME=]PATH",
@@ -462,6 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "messages, sharegpt, ...)")
     q.add_argument("--perturb-turns", choices=["final", "all"], default="final",
                    help="which user turns prompt-side perturbations change: the final one (default) or every one")
+    q.add_argument("--semantic-check", choices=["on", "off"], default="on",
+                   help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on)")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
     q.add_argument("--perturbations", default="all",
                    help="'all' (default) or a comma-separated list of codes in any case (EF,ph,...)")
@@ -469,7 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="perturb a seeded random N pairs, stratified by subset")
     _rewriter_options(q, None)
     q.add_argument("--seed", type=int, default=0, help="seed of the random perturbations (default 0)")
-    q.add_argument("--out", required=True, help="a .jsonl, .csv or .parquet file")
+    q.add_argument("--out", required=True, help="a .jsonl, .csv or .parquet file (a .parquet file is a rewrite "
+                                                "pack: `audit --conditions pack.parquet` audits it, bitwise as here)")
 
     r = sub.add_parser("report", help="render the HTML report of a saved run (or compare several)")
     _common(r)
@@ -588,6 +608,12 @@ def build_parser() -> argparse.ArgumentParser:
     mo = sub.add_parser("models", help="the reward-model families this version loads, what each needs, example ids")
     _common(mo)
     mo.add_argument("--json", action="store_true", help="print the registry as JSON")
+
+    ca = sub.add_parser("cache", help="the store of perturbed conditions and embeddings in the user cache")
+    _common(ca)
+    ca.add_argument("action", choices=["info", "prune"], help="info: what the store holds; prune: bound its size")
+    ca.add_argument("--max-size", type=_size_arg, default=None, metavar="SIZE",
+                    help="prune: the size to bring the store under, e.g. 500M or 2G (required for prune)")
     return p
 
 # %% ../nbs/10_cli.ipynb #34f19b68
@@ -970,6 +996,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
                        perturb_workers=args.get("workers") or os.cpu_count(), overwrite=bool(args.get("overwrite")),
                        perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
+                       semantic_check=args.get("semantic_check", "on") != "off",
                        errors="drop" if args.get("drop_invalid") else "raise",
                        perturb_options={"rewriter": rewriter} if rewriter is not None else None,
                        on_start=save_arguments)
@@ -1018,6 +1045,7 @@ def cmd_perturb(ns) -> int:
         raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
     rewriter = make_rewriter(vars(ns), names)
     conds, skipped = make_conditions(data, names, seed=ns.seed, progress=_progress(ns), turns=ns.perturb_turns,
+                                     semantic_check=ns.semantic_check != "off",
                                      **({"rewriter": rewriter} if rewriter is not None else {}))
     if not conds:
         raise CLIError("no perturbation could run: " + "; ".join(f"{n}: {w}" for n, w in skipped.items()),
@@ -1033,8 +1061,9 @@ def cmd_perturb(ns) -> int:
             frame = frame.assign(history=[json.dumps([dict(m) for m in h], ensure_ascii=False)
                                           for h in history_of(frame)])
         atomic_write(out, lambda p: frame.to_csv(p, index=False))
-    else:
-        atomic_write(out, lambda p: frame.to_parquet(p, index=False))
+    else:  # a rewrite pack: the same rows, the original texts beside them, and each condition's record
+        from reward_auditor.store import write_pack
+        write_pack(out, data, conds, extra={"skipped": skipped, "seed": ns.seed})
     atomic_write(out.parent / (out.name + ".records.json"), json.dumps(
         {n: {"side": c.side, "group": c.group, **(c.record or {})} for n, c in conds.items()}
         | {"skipped": skipped}, indent=2, default=str) + "\n")
@@ -1044,6 +1073,24 @@ def cmd_perturb(ns) -> int:
         print(f"skipped {n}: {why}")
     print(f"wrote {len(frame)} rows ({len(data)} pairs x {len(conds)} perturbation(s)) to {out}")
     print(f"wrote {out.parent / (out.name + '.records.json')} (what each perturbation did)")
+    return 0
+
+
+def cmd_cache(ns) -> int:
+    "Show what the perturbation and embedding store holds, or prune it to a size."
+    from reward_auditor import store
+    if ns.action == "prune":
+        if ns.max_size is None:
+            raise CLIError("prune needs --max-size, e.g. --max-size 1G", "--max-size")
+        r = store.prune(ns.max_size)
+        print(f"pruned {r['conditions']} condition(s) and {r['embeddings']} embedding(s); "
+              f"the store is now {r['bytes'] / 2**20:.1f} MiB")
+        return 0
+    i = store.store_info()
+    print(f"store: {i['root']} ({'on' if i['enabled'] else 'off: REWARD_AUDITOR_STORE=off'})")
+    print(f"conditions: {i['conditions']} ({i['conditions_bytes'] / 2**20:.1f} MiB)")
+    print(f"embeddings: {i['embeddings']} ({i['embeddings_bytes'] / 2**20:.1f} MiB)")
+    print(f"total: {i['bytes'] / 2**20:.1f} MiB")
     return 0
 
 
@@ -1167,7 +1214,8 @@ def cmd_compare(ns) -> int:
 
 COMMANDS = {"demo": cmd_demo, "audit": cmd_audit, "perturb": cmd_perturb, "report": cmd_report,
             "heterogeneity": cmd_heterogeneity, "verifier-audit": cmd_verifier_audit, "protocol": cmd_protocol,
-            "meta": cmd_meta, "models": cmd_models, "compare": cmd_compare, "calibration": cmd_calibration}
+            "meta": cmd_meta, "models": cmd_models, "compare": cmd_compare, "calibration": cmd_calibration,
+            "cache": cmd_cache}
 
 # %% ../nbs/10_cli.ipynb #c7b60326
 def _line_progress_class():

@@ -21,7 +21,7 @@ from .cache import ScoreCache
 # %% auto #0
 __all__ = ['PAIR_COLS', 'ENGINES', 'EngineError', 'condition_frames', 'Unit', 'plan_units', 'scorer_recipe', 'build_scorer',
            'score_unit', 'FillReport', 'commit_unit', 'Engine', 'LocalEngine', 'RayEngine', 'make_engine', 'splittable',
-           'PerturbPool', 'RayPerturbPool', 'engine_perturber']
+           'meaning_check', 'PerturbPool', 'RayPerturbPool', 'engine_perturber']
 
 # %% ../nbs/15_engines.ipynb #8cdca771
 class EngineError(RuntimeError):
@@ -376,8 +376,27 @@ def splittable(p) -> bool:
     return getattr(p, "splittable", True)
 
 
+def meaning_check(name: str, original: pd.DataFrame, frame: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    "The meaning check of a response perturbation applied to its whole frame → (frame, record), as `perturb` does."
+    import numpy as np
+    from reward_auditor import perturbations as pt
+    frame = frame.copy()
+    changed, size, sem = np.zeros(len(frame), bool), np.zeros(len(frame), int), {}
+    for f in ("chosen", "rejected"):
+        before = original[f].tolist()
+        after, checked = pt.semantic_filter(name, before, frame[f].tolist())
+        for k, v in checked.items():
+            sem[k] = sem.get(k, 0) + v if isinstance(v, int) else v
+        frame[f] = after
+        changed |= np.array([a != b for a, b in zip(before, after)])
+        size += np.array([pt.edit_size(a, b) for a, b in zip(before, after)], dtype=int)
+    frame["changed"], frame["edit_size"] = changed, size
+    return frame, sem
+
+
 def _perturb_part(part: pd.DataFrame, name: str, seed: int, options: dict):
     from reward_auditor import perturbations as pt
+    os.environ.setdefault("REWARD_AUDITOR_EMBED_THREADS", "1")  # several processes work: one torch thread each
     c = pt.perturb(part, [name], seed=seed, **options)[name]
     return c.frame, c.record
 
@@ -413,13 +432,16 @@ class PerturbPool:
                 out.update(pt.perturb(data, [name], seed=seed, **options))
                 continue
             bounds = [round(i * len(data) / parts) for i in range(parts + 1)]
-            res = self._map([data.iloc[a:b] for a, b in zip(bounds, bounds[1:])], name, seed, options)
+            check = name in pt.SEMANTIC_THRESHOLDS and options.get("semantic_check", True)
+            # the meaning check runs once, here, over all items: one embedder, each distinct text embedded once
+            res = self._map([data.iloc[a:b] for a, b in zip(bounds, bounds[1:])], name, seed,
+                            {**options, "semantic_check": False} if check else options)
             frame = pd.concat([r[0] for r in res])
             frame.index = data.index
-            record = {**res[0][1], "n": len(data), "n_changed": int(frame["changed"].sum())}
-            sems = [r[1]["semantic_check"] for r in res if "semantic_check" in r[1]]
-            if sems and sems[0].get("backend"):  # the semantic check's counts add up over the parts
-                record["semantic_check"] = {**sems[0], **{k: sum(x.get(k, 0) for x in sems) for k in ("checked", "rejected")}}
+            record = dict(res[0][1])
+            if check:
+                frame, record["semantic_check"] = meaning_check(name, pt._as_frame(data), frame)
+            record.update(n=len(data), n_changed=int(frame["changed"].sum()))
             out[name] = pt.Condition(name, p.side, p.group, frame, record, original=pt._as_frame(data))
         return out
 

@@ -28,14 +28,15 @@ import pandas as pd
 # %% auto #0
 __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS', 'STOPWORDS', 'KEY_NEIGHBOURS', 'EF_STYLES',
            'IMPERATIVES', 'CN_OPS', 'CN_PROBS', 'LEXNAMES', 'WORDNET_FILES', 'DEBIAN_WORDNET', 'NUMBER_WORDS',
-           'SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'LE_OPENERS', 'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS',
-           'BUILTINS', 'CANONICAL', 'RESPONSE_FILE_NAMES', 'RMBENCH_NAMES', 'PERTURBATION_LEGEND', 'OFFLINE_NOTE',
-           'item_rng', 'protected_spans', 'mask', 'Segmented', 'words', 'sentences', 'edit_size', 'Perturbation',
-           'FunctionPerturbation', 'Registry', 'register', 'core_instruction', 'emphasis_format', 'punctuation_sites',
-           'punctuation_habits', 'random_handle', 'irrelevant_username', 'random_link', 'irrelevant_weblink', 'typo',
-           'noise_candidates', 'character_noise', 'lexnames_text', 'build_wordnet_folder', 'wordnet_reader',
-           'nltk_data_dirs', 'WordNetLite', 'wordnet_lite', 'wordnet_resources', 'tagged_count', 'is_wordnet_mwe',
-           'st_protected', 'SentenceEmbedder', 'sentence_embedder', 'plain_text', 'semantic_key', 'semantic_filter',
+           'SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'SEMANTIC_OFF', 'LE_OPENERS',
+           'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS', 'BUILTINS', 'CANONICAL', 'RESPONSE_FILE_NAMES', 'RMBENCH_NAMES',
+           'PERTURBATION_LEGEND', 'OFFLINE_NOTE', 'item_rng', 'protected_spans', 'mask', 'Segmented', 'words',
+           'sentences', 'edit_size', 'Perturbation', 'FunctionPerturbation', 'Registry', 'register', 'core_instruction',
+           'emphasis_format', 'punctuation_sites', 'punctuation_habits', 'random_handle', 'irrelevant_username',
+           'random_link', 'irrelevant_weblink', 'typo', 'noise_candidates', 'character_noise', 'lexnames_text',
+           'build_wordnet_folder', 'wordnet_reader', 'nltk_data_dirs', 'WordNetLite', 'wordnet_lite',
+           'wordnet_resources', 'tagged_count', 'is_wordnet_mwe', 'st_protected', 'SentenceEmbedder', 'minilm_folder',
+           'minilm_id', 'sentence_embedder', 'semantic_embeddings', 'plain_text', 'semantic_key', 'semantic_filter',
            'synonym_candidates', 'synonym_transformation', 'SynonymTransformation', 'prose_sentences',
            'length_template', 'is_structured', 'structure', 'structured_presentation', 'unstructure', 'DataSizedMemo',
            'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces', 'ModelRewrite', 'Condition',
@@ -896,6 +897,8 @@ def st_protected(text: str, spans: list[tuple[int, int]]) -> set[int]:
 # %% ../nbs/03_perturbations.ipynb #5b6a2c6d
 SEMANTIC_THRESHOLDS = {"ST": 0.80, "SP": 0.75, "SP-model": 0.75}  # SP: compared without its Markdown layout
 SEMANTIC_PACKAGE = "all_minilm_l6_v2"
+EMBED_TOKEN_BUDGET = 2048   # padded tokens per batch of the meaning check (sorted by length; bench/perturb.py --embed-budgets)
+SEMANTIC_OFF = "semantic check off: the rewrites were not checked for a change of meaning"
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -904,33 +907,36 @@ class SentenceEmbedder:
     def __init__(self, folder: Path):
         import torch
         from transformers import AutoModel, AutoTokenizer
+        threads = os.environ.get("REWARD_AUDITOR_EMBED_THREADS")
+        if threads:  # one thread per process when several processes work (set by the perturbation pools)
+            torch.set_num_threads(int(threads))
         self.folder = Path(folder)
         self.tok = AutoTokenizer.from_pretrained(str(folder))
         self.model = AutoModel.from_pretrained(str(folder), use_safetensors=True).eval()
         self.torch = torch
-        h = hashlib.sha256()
-        with open(self.folder / "model.safetensors", "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        self.model_id = f"all-MiniLM-L6-v2 (sha256 {h.hexdigest()[:16]})"
+        self.model_id = minilm_id(self.folder)
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        "Token count of each text after the cut at 256 tokens."
+        return [len(x) for x in self.tok(list(texts), truncation=True, max_length=256)["input_ids"]]
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        "One unit vector per text of one batch (padding masked out of the mean)."
+        with self.torch.inference_mode():
+            enc = self.tok(list(texts), padding=True, truncation=True, max_length=256, return_tensors="pt")
+            h = self.model(**enc).last_hidden_state
+            m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
+            v = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            return self.torch.nn.functional.normalize(v, dim=-1).numpy()
 
     def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        "One unit vector per text (cut at 256 tokens, as the model was trained)."
-        out = []
-        with self.torch.inference_mode():
-            for i in range(0, len(texts), batch_size):
-                enc = self.tok(texts[i:i + batch_size], padding=True, truncation=True, max_length=256,
-                               return_tensors="pt")
-                h = self.model(**enc).last_hidden_state
-                m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
-                v = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-                out.append(self.torch.nn.functional.normalize(v, dim=-1).numpy())
+        "One unit vector per text (cut at 256 tokens, as the model was trained), in fixed batches of the given order."
+        out = [self.embed_batch(texts[i:i + batch_size]) for i in range(0, len(texts), batch_size)]
         return np.concatenate(out) if out else np.zeros((0, 384))
 
 
-@lru_cache(maxsize=1)
-def sentence_embedder() -> SentenceEmbedder | None:
-    "The embedder when the weights package is installed, else None (the check is then reported as not run)."
+def minilm_folder() -> Path | None:
+    "The unpacked all-MiniLM-L6-v2 folder when the weights package is installed, else None (torch not imported)."
     import importlib.util
     spec = importlib.util.find_spec(SEMANTIC_PACKAGE)   # found, never imported
     if spec is None or not spec.submodule_search_locations:
@@ -940,7 +946,29 @@ def sentence_embedder() -> SentenceEmbedder | None:
         return None
     dest = cache_dir("all-MiniLM-L6-v2", str(zf.stat().st_size))
     unpack_zip_once(zf, dest, "model.safetensors")  # locked, unpacked privately, published by one rename
-    return SentenceEmbedder(dest)
+    return dest
+
+
+def minilm_id(folder: Path) -> str:
+    "The embedder's identity: name and the sha256 of its weights (hashed once, then remembered)."
+    from reward_auditor.store import file_digest
+    return f"all-MiniLM-L6-v2 (sha256 {file_digest(Path(folder) / 'model.safetensors')[:16]})"
+
+
+@lru_cache(maxsize=1)
+def sentence_embedder() -> SentenceEmbedder | None:
+    "The embedder when the weights package is installed, else None (the check is then reported as not run)."
+    folder = minilm_folder()
+    return None if folder is None else SentenceEmbedder(folder)
+
+
+def semantic_embeddings():
+    "The shared `store.Embeddings` of all-MiniLM-L6-v2 (loaded only when a text is missing), or None without it."
+    from reward_auditor import store
+    folder = minilm_folder()
+    if folder is None:
+        return None
+    return store.embeddings(minilm_id(folder), lambda: SentenceEmbedder(folder), budget=EMBED_TOKEN_BUDGET)
 
 
 _MD_HEADING = re.compile(r"(?m)^[ \t]*#{1,6}[ \t].*$")
@@ -953,12 +981,14 @@ def plain_text(text: str) -> str:
     return re.sub(r"\n\s*\n+", "\n", t).strip()
 
 
-def semantic_key(name: str) -> str:
-    "What the semantic check of `name` depends on (for stored conditions): threshold and whether it can run."
-    import importlib.util
+def semantic_key(name: str, check: bool = True) -> str:
+    "What the semantic check of `name` depends on (for stored conditions): threshold, embedder identity, on or off."
     if name not in SEMANTIC_THRESHOLDS:
         return ""
-    return f"{SEMANTIC_THRESHOLDS[name]}:{importlib.util.find_spec(SEMANTIC_PACKAGE) is not None}"
+    if not check:
+        return "off"
+    folder = minilm_folder()
+    return f"{SEMANTIC_THRESHOLDS[name]}:{None if folder is None else minilm_id(folder)}"
 
 
 def _pieces(before: str, after: str) -> list[tuple[str, str]]:
@@ -971,7 +1001,7 @@ def _pieces(before: str, after: str) -> list[tuple[str, str]]:
 
 def semantic_filter(name: str, before: list[str], after: list[str]) -> tuple[list[str], dict]:
     "Undo rewrites whose embedding similarity to the original falls below the threshold → (texts, record)."
-    emb = sentence_embedder()
+    emb = semantic_embeddings()
     thr = SEMANTIC_THRESHOLDS[name]
     if emb is None:
         return after, {"backend": None, "note": "semantic check not run: pip install 'reward-auditor[semantic]'"}
@@ -980,7 +1010,8 @@ def semantic_filter(name: str, before: list[str], after: list[str]) -> tuple[lis
     pairs = [(i, x, y) for i in todo for x, y in _pieces(view(before[i]), view(after[i])) if x != y]
     if not pairs:
         return after, {"backend": emb.model_id, "threshold": thr, "checked": 0, "rejected": 0}
-    va, vb = emb.embed([x for _, x, _ in pairs]), emb.embed([y for _, _, y in pairs])
+    vec = emb.vectors([x for _, x, _ in pairs] + [y for _, _, y in pairs])   # each distinct text once
+    va, vb = vec[:len(pairs)], vec[len(pairs):]
     sim = (va * vb).sum(1)
     worst: dict[int, float] = {}
     for (i, _, _), s_ in zip(pairs, sim):
@@ -1483,7 +1514,7 @@ def _perturb_history(p, name: str, seed: int, ids: list, df: pd.DataFrame, kw: d
 
 
 def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, turns: str = "final",
-            **options) -> dict[str, Condition]:
+            semantic_check: bool = True, **options) -> dict[str, Condition]:
     "One `Condition` per perturbation name: perturbed copies of `data` with per-item change records."
     if turns not in ("final", "all"):
         raise PerturbationError(f"turns must be 'final' (the last user turn) or 'all' (every user turn), not {turns!r}")
@@ -1508,7 +1539,9 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, tur
             after = p.apply_many(before, rngs, **kw)
             if len(after) != len(before) or not all(isinstance(x, str) for x in after):
                 raise PerturbationError(f"{name} must return one string per input text")
-            if name in SEMANTIC_THRESHOLDS:  # a rewrite that changes the meaning is undone and counted
+            if name in SEMANTIC_THRESHOLDS and not semantic_check:
+                sem = {"backend": None, "note": SEMANTIC_OFF}
+            elif name in SEMANTIC_THRESHOLDS:  # a rewrite that changes the meaning is undone and counted
                 after, checked = semantic_filter(name, before, after)
                 for k2, v2 in checked.items():
                     sem[k2] = sem.get(k2, 0) + v2 if isinstance(v2, int) else v2

@@ -5,6 +5,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("REWARD_AUDITOR_STORE", "off")  # tests see fresh perturbations; the store's own tests turn it on
 from pathlib import Path
 import pytest
 

@@ -10,7 +10,7 @@ PKG = Path(__file__).resolve().parents[1] / "reward_auditor"
 
 # Floors, bottom up (README, "Contributing"). A module may import modules on its own floor or below.
 FLOORS = [
-    ("ground", {"safety", "resources", "tables", "cache", "guards"}),
+    ("ground", {"safety", "resources", "tables", "cache", "guards", "store"}),
     ("data", {"data", "steps"}),
     ("statistics", {"stats", "multiplicity", "heterogeneity", "meta", "compare", "calibration"}),
     ("plots", {"plots"}),

@@ -1,0 +1,94 @@
+"""Default audit of n RM-Bench pairs with a control scorer: this tree against a baseline tree, CPU, wall and peak RSS.
+
+Usage: OMP_NUM_THREADS=1 python bench/audit.py --base /tmp/base55 [--n 200] [--permutations 10000]
+(the RM-Bench files are read from $REWARD_AUDITOR_SHARED_DATA/rm-bench, else ../shared/data/rm-bench)
+
+Make the baseline tree outside the repository first, e.g. `git archive 55bb319 | tar -x -C /tmp/base55` (the
+previous round's code). Each audit runs in a fresh process of the same interpreter with one torch thread; CPU is
+that process plus its children, peak RSS that process's maximum resident set. Rows:
+
+- `base first`: the baseline's audit (every condition made; its MiniLM check embeds in data order);
+- `ours first`: this tree's audit with an empty perturbation store;
+- `ours second`: this tree's audit of the same data with another control scorer into another folder (every
+  condition from the store: the cost an engineer pays for each further reward model).
+
+The items are those of bench/perturb.py (the four RM-Bench files, concise answers first). Ratios are printed
+against `base first`; the targets are ours first <= 2.5x and ours second <= 1.2x the baseline's first audit.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RUN = r"""
+import json, os, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+import pandas as pd
+from reward_auditor.audit import audit
+df = pd.read_parquet(sys.argv[2])
+t0 = time.perf_counter()
+r = audit(df, sys.argv[4], "all", permutations=int(sys.argv[5]), out=sys.argv[6], progress=False)
+wall = time.perf_counter() - t0
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"cpu": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, "wall": wall,
+                  "rss_mib": me.ru_maxrss / 1024, "stages": r.manifest.get("cpu_seconds"),
+                  "store": (r.manifest.get("perturbation_store") or {}).get("conditions")}))
+"""
+
+
+def run(tree: Path, scorer: str, data: Path, permutations: int, out: Path, cache: Path, store: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "REWARD_AUDITOR_CACHE": str(cache), "REWARD_AUDITOR_STORE": store, "TOKENIZERS_PARALLELISM": "false",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+    r = subprocess.run([sys.executable, "-c", RUN, str(tree), str(data), "0", scorer, str(permutations), str(out)],
+                       env=env, capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"audit in {tree} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def minilm_cache(root: Path) -> Path:
+    "A fresh user cache with the unpacked MiniLM folder linked in (unpacking is not what is measured)."
+    sys.path.insert(0, str(REPO))
+    from reward_auditor.perturbations import minilm_folder
+    root.mkdir(parents=True, exist_ok=True)
+    folder = minilm_folder()
+    if folder is not None:
+        (root / folder.parent.name).mkdir(exist_ok=True)
+        (root / folder.parent.name / folder.name).symlink_to(folder)
+    return root
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", required=True, help="the baseline tree (e.g. /tmp/base55 from git archive 55bb319)")
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--permutations", type=int, default=10_000)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        sys.path.insert(0, str(REPO / "bench"))
+        from perturb import items
+        data = d / "items.parquet"
+        items(a.n, "rmbench-all").to_parquet(data, index=False)
+        rows = {"base first": run(Path(a.base), "length", data, a.permutations, d / "base", minilm_cache(d / "c0"), "off"),
+                "ours first": run(REPO, "length", data, a.permutations, d / "o1", minilm_cache(d / "c1"), "on")}
+        rows["ours second"] = run(REPO, "overlap", data, a.permutations, d / "o2", d / "c1", "on")
+        shutil.rmtree(d, ignore_errors=True)
+    b = rows["base first"]
+    print(f"default audit, {a.n} RM-Bench pairs, control scorer, B={a.permutations}, one torch thread")
+    print(f"{'run':12s} {'CPU s':>8s} {'wall s':>8s} {'RSS MiB':>8s} {'CPU ratio':>10s} {'RSS ratio':>10s}")
+    for k, r in rows.items():
+        print(f"{k:12s} {r['cpu']:8.1f} {r['wall']:8.1f} {r['rss_mib']:8.0f} {r['cpu'] / b['cpu']:10.2f} "
+              f"{r['rss_mib'] / b['rss_mib']:10.2f}")
+    for k in ("ours first", "ours second"):
+        print(f"{k}: stages {json.dumps(rows[k]['stages'])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""Perturb once, audit many: the meaning check's shared embeddings, the cross-run store, rewrite packs, `cache`."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO, shared_file
+from reward_auditor import perturbations as P
+from reward_auditor import store as S
+from reward_auditor.data import load_preferences, load_sample
+from test_cli import cli
+
+
+def _minilm():
+    if P.minilm_folder() is None:
+        pytest.skip("all-MiniLM-L6-v2 weights package (reward-auditor[semantic]) is not installed")
+    return P.sentence_embedder()
+
+
+@pytest.fixture
+def store_on(tmp_path, monkeypatch):
+    "The cross-run store in a fresh user cache (the MiniLM folder is linked in, not unpacked again)."
+    cache = tmp_path / "user-cache"
+    cache.mkdir()
+    folder = P.minilm_folder()
+    if folder is not None:
+        (cache / folder.parent.name).mkdir()
+        (cache / folder.parent.name / folder.name).symlink_to(folder)
+    monkeypatch.setenv("REWARD_AUDITOR_CACHE", str(cache))
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "on")
+    S._EMBEDDINGS.clear()
+    yield cache
+    S._EMBEDDINGS.clear()
+
+
+def _pairs(name, before, after):
+    "The (item, original piece, rewritten piece) pairs the meaning check compares."
+    view = P.plain_text if name.startswith("SP") else (lambda t: t)
+    return [(i, x, y) for i, (b, a) in enumerate(zip(before, after)) if b != a
+            for x, y in P._pieces(view(b), view(a)) if x != y]
+
+
+def _check_against_fixed_batches(frame, monkeypatch):
+    """Similarities from length-sorted token-budget batches of distinct texts against the old path (fixed batches
+    of 32 in data order, originals and rewrites embedded separately): within 1e-6, the same keep/restore verdicts."""
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    old = _minilm()
+    for name in ("ST", "SP"):
+        p = P.registry[name]
+        for f in ("chosen", "rejected"):
+            before = frame[f].tolist()
+            rngs = [P.item_rng(0, name, p.version, i, f) for i in frame["id"]]
+            after = p.apply_many(before, rngs, **p.defaults)
+            pairs = _pairs(name, before, after)
+            if not pairs:            # nothing rewritten in this field (e.g. answers already in Markdown for SP)
+                continue
+            xs, ys = [x for _, x, _ in pairs], [y for _, _, y in pairs]
+            sim_old = (old.embed(xs) * old.embed(ys)).sum(1)
+            new = S.Embeddings(old.model_id, lambda: old, budget=P.EMBED_TOKEN_BUDGET, store=False)
+            v = new.vectors(xs + ys)
+            sim_new = (v[:len(xs)] * v[len(xs):]).sum(1)
+            assert np.abs(sim_new - sim_old).max() < 1e-6, (name, f)
+            thr = P.SEMANTIC_THRESHOLDS[name]
+            worst_old, worst_new = {}, {}
+            for (i, _, _), a, b in zip(pairs, sim_old, sim_new):
+                worst_old[i], worst_new[i] = min(worst_old.get(i, 1.0), a), min(worst_new.get(i, 1.0), b)
+            assert {i for i, s in worst_old.items() if s < thr} == {i for i, s in worst_new.items() if s < thr}
+            assert new.stats["computed"] == len(set(xs + ys)) <= len(xs) + len(ys)   # each distinct text once
+            kept, _ = P.semantic_filter(name, before, after)       # the shipped path decides the same
+            assert kept == [b if i in {j for j, s in worst_old.items() if s < thr} else a
+                            for i, (b, a) in enumerate(zip(before, after))]
+
+
+def test_shared_embeddings_match_fixed_batches_on_the_sample(monkeypatch):
+    _check_against_fixed_batches(load_sample().head(40), monkeypatch)
+
+
+@pytest.mark.slow
+def test_shared_embeddings_match_fixed_batches_on_rmbench(monkeypatch):
+    path = shared_file("rm-bench", "chat_filtered.json")
+    _check_against_fixed_batches(load_preferences(path, format="rmbench").head(200), monkeypatch)
+
+
+AUDIT = """
+import json, sys
+from reward_auditor.audit import audit
+from reward_auditor.data import load_sample
+r = audit(load_sample().head(24), sys.argv[1], ["EF", "PH", "ST", "SP", "LE"], permutations=200, out=sys.argv[2],
+          progress=False)
+print(json.dumps({"store": r.manifest["perturbation_store"], "torch": "torch" in sys.modules,
+                  "transformers": "transformers" in sys.modules}))
+"""
+
+
+def _audit_in_process(scorer, out):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-c", AUDIT, scorer, str(out)], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_second_audit_perturbs_nothing_embeds_nothing_imports_no_torch(store_on, tmp_path):
+    "A second audit of the same data with another scorer into another folder takes every condition from the store."
+    _minilm()
+    first = _audit_in_process("length", tmp_path / "a")
+    assert set(first["store"]["conditions"].values()) == {"made"} and first["store"]["embeddings"]["computed"] > 0
+    second = _audit_in_process("overlap", tmp_path / "b")
+    assert set(second["store"]["conditions"].values()) == {"store"}
+    assert second["store"]["embeddings"]["computed"] == 0 and second["store"]["embeddings"]["loads"] == 0
+    assert not second["torch"] and not second["transformers"]    # a control scorer, every condition stored
+    a = pd.read_parquet(tmp_path / "a" / "texts.parquet")
+    b = pd.read_parquet(tmp_path / "b" / "texts.parquet")
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    info = S.store_info()
+    assert info["conditions"] == 5 and info["embeddings"] > 0
+
+
+def test_corrupt_store_entry_is_made_again(store_on, tmp_path):
+    from reward_auditor.audit import make_conditions
+    data = load_sample().head(12)
+    rep1, rep2, rep3 = {}, {}, {}
+    c1, _ = make_conditions(data, ["PH", "CN"], seed=3, report=rep1)
+    c2, _ = make_conditions(data, ["PH", "CN"], seed=3, report=rep2)
+    assert rep1["conditions"] == {"PH": "made", "CN": "made"} and rep2["conditions"] == {"PH": "store", "CN": "store"}
+    for n in ("PH", "CN"):
+        pd.testing.assert_frame_equal(c1[n].frame, c2[n].frame, check_exact=True)
+        assert c1[n].record == c2[n].record
+    for f in (store_on / "store" / "conditions").glob("*/*.parquet"):
+        f.write_bytes(f.read_bytes()[: len(f.read_bytes()) // 2])       # torn entries
+    c3, _ = make_conditions(data, ["PH", "CN"], seed=3, report=rep3)
+    assert rep3["conditions"] == {"PH": "made", "CN": "made"}
+    pd.testing.assert_frame_equal(c1["PH"].frame, c3["PH"].frame, check_exact=True)
+    rep4 = {}
+    make_conditions(data, ["PH"], seed=4, report=rep4)                 # another seed is another condition
+    assert rep4["conditions"] == {"PH": "made"}
+
+
+def test_rewrite_pack_round_trips_bitwise(tmp_path):
+    "perturb --out pack.parquet, then audit --conditions pack.parquet: the audit made in one go, bit for bit."
+    pack = tmp_path / "pack.parquet"
+    r = cli("perturb", "--data", "sample", "--perturbations", "EF,PH,LE", "--out", pack, "-q")
+    assert r.returncode == 0, r.stderr
+    assert S.is_pack(pack) and len(pd.read_parquet(pack)) == 3 * len(load_sample())   # the long layout, as before
+    common = ("--scorer", "length", "-B", "200", "--no-report", "-q")
+    r1 = cli("audit", "--data", "sample", "--perturbations", "EF,PH,LE", "--out", tmp_path / "direct", *common)
+    r2 = cli("audit", "--conditions", pack, "--out", tmp_path / "packed", *common)
+    assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
+    for f in ("results.parquet", "items.parquet", "texts.parquet"):
+        a, b = pd.read_parquet(tmp_path / "direct" / f), pd.read_parquet(tmp_path / "packed" / f)
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    ma = json.loads((tmp_path / "direct" / "manifest.json").read_text())
+    mb = json.loads((tmp_path / "packed" / "manifest.json").read_text())
+    assert ma["perturbations"] == mb["perturbations"] and ma["data"]["sha256"] == mb["data"]["sha256"]
+
+
+def test_cache_info_and_prune(store_on, tmp_path):
+    from reward_auditor.audit import make_conditions
+    make_conditions(load_sample(), ["EF", "PH", "IU"], seed=0)
+    r = cli("cache", "info")      # the fixture's user cache, through the environment
+    assert r.returncode == 0 and "conditions: 3" in r.stdout, r.stderr
+    r = cli("cache", "prune")
+    assert r.returncode == 2 and "--max-size" in r.stderr
+    r = cli("cache", "prune", "--max-size", "0")
+    assert r.returncode == 0 and "pruned 3 condition(s)" in r.stdout, r.stderr
+    assert S.store_info()["conditions"] == 0
+
+
+def test_semantic_check_off_is_recorded_and_reported(tmp_path):
+    from reward_auditor.audit import audit
+    from reward_auditor.report import legend_html
+    res = audit(load_sample().head(12), "length", ["SP", "EF"], permutations=100, progress=False,
+                semantic_check=False)
+    assert res.manifest["semantic_check"] == "off"
+    assert res.manifest["perturbations"]["SP"]["semantic_check"]["note"] == P.SEMANTIC_OFF
+    assert "not checked for a change of meaning" in legend_html(res)
+    assert "SP" in res.manifest["cpu_seconds"]["perturb"] and "length" in res.manifest["cpu_seconds"]["score"]
+
+
+def test_pool_runs_the_meaning_check_once_in_the_parent():
+    "Split over processes, ST and SP are rewritten in the workers and checked here, byte-identical to the whole."
+    from reward_auditor.engines import PerturbPool
+    _minilm()
+    data = load_sample().head(48)
+    whole = P.perturb(data, ["ST", "SP"], seed=5)
+    S.release_embedders()                       # forget the vectors: the split must embed again, here
+    before = S.embedding_stats()["computed"]
+    with PerturbPool(workers=2, min_items=16) as pool:
+        split = pool.perturb(data, ["ST", "SP"], seed=5)
+    assert S.embedding_stats()["computed"] > before
+    for n in ("ST", "SP"):
+        pd.testing.assert_frame_equal(split[n].frame, whole[n].frame, check_exact=True)
+        assert split[n].record == whole[n].record
