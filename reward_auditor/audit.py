@@ -735,7 +735,7 @@ def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list
         head = ("too few changed items to detect anything" if undetectable.all() else
                 f"{len(bad)} of {len(g)} perturbations cannot reach significance, too few changed items")
         out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g} (a p-value <= {lvl:g} "
-                   f"needed at best): {what}")
+                   f"needed at best; N0 = pairs whose score margin changed, p >= the smallest p they allow): {what}")
     return out
 
 # %% ../nbs/07_audit.ipynb #58885a6d

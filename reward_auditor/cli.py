@@ -18,11 +18,11 @@ from typing import Any, Sequence
 
 # %% auto #0
 __all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS',
-           'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error',
-           'error_line', 'example_path', 'make_rewriter', 'build_parser', 'resolve_audit_args', 'split_name',
-           'data_files', 'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers', 'make_endpoint_scorer',
+           'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS', 'MANIFEST_REPEATS', 'CLIError',
+           'is_input_error', 'error_line', 'example_path', 'make_rewriter', 'build_parser', 'resolve_audit_args',
+           'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers', 'make_endpoint_scorer',
            'make_engine', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity',
-           'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_models', 'quiet_bars', 'main']
+           'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_models', 'quiet_bars', 'warning_lines', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -857,7 +857,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
     if args.get("report", True):
         from reward_auditor.report import render
         by = args.get("by", "model")
-        rendered = render(out, by="model" if by == "turns" else by, progress=progress)
+        rendered = render(out, by="model" if by == "turns" else by)  # the report's own cells: no bar on the terminal
     _print_summary(result, out, rendered, time.perf_counter() - t0)
     return 0
 
@@ -866,8 +866,11 @@ def _locked_run(args: dict, progress: bool) -> int:
     "`run_audit` holding the lock on --out from the saved arguments to the report: one run per folder."
     from reward_auditor.audit import check_writable
     from reward_auditor.safety import RunLock
+    import warnings
     check_writable(args["out"])
-    with RunLock(args["out"]):
+    with RunLock(args["out"]), warnings.catch_warnings():
+        for pattern in MANIFEST_REPEATS:  # said once, with the manifest's counts, after the run
+            warnings.filterwarnings("ignore", message=pattern)
         return run_audit(args, progress=progress)
 
 
@@ -928,7 +931,7 @@ def cmd_perturb(ns) -> int:
 
 def cmd_report(ns) -> int:
     from reward_auditor.report import render
-    rep = render(ns.run, by=ns.by, compare=ns.compare, out=ns.out, progress=_progress(ns))
+    rep = render(ns.run, by=ns.by, compare=ns.compare, out=ns.out)
     print(f"report: {rep.html}")
     return 0
 
@@ -963,7 +966,7 @@ def _emit(result, ns) -> int:
     save_diagnostic(result, p)
     print(f"results: {p}")
     if ns.report:
-        print(f"report: {render_diagnostic(p, progress=_progress(ns)).html}")
+        print(f"report: {render_diagnostic(p).html}")
     return 0
 
 
@@ -1045,13 +1048,31 @@ def _line_progress_class():
     return LineProgress
 
 
+def _silent_progress_class():
+    "A tqdm subclass that never draws: what every bar becomes under -q, also in libraries imported later."
+    from tqdm import tqdm as _tqdm
+
+    class SilentProgress(_tqdm):
+        def __init__(self, *args, **kw):
+            kw["disable"] = True
+            super().__init__(*args, **kw)
+    return SilentProgress
+
+
 def quiet_bars(quiet: bool = False, tty: bool | None = None):
-    "Silence the hub's and transformers' bars with `quiet`; one line per stage when stderr is not a terminal."
+    "Silence every bar with `quiet` (the hub's, transformers' weight loading, ours); one line per stage when stderr is not a terminal."
     if quiet:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
         if "transformers" in sys.modules:
             sys.modules["transformers"].utils.logging.disable_progress_bar()
-        return lambda: None
+        import tqdm
+        import tqdm.auto
+        saved = (tqdm.tqdm, tqdm.auto.tqdm)
+        tqdm.tqdm = tqdm.auto.tqdm = _silent_progress_class()  # bound by libraries imported after this line
+
+        def restore_quiet():
+            tqdm.tqdm, tqdm.auto.tqdm = saved
+        return restore_quiet
     tty = sys.stderr.isatty() if tty is None else tty
     if tty:
         return lambda: None
@@ -1065,12 +1086,40 @@ def quiet_bars(quiet: bool = False, tty: bool | None = None):
     return restore
 
 # %% ../nbs/10_cli.ipynb #16c72b34
+class _WarningLines:
+    "`warnings.showwarning` for the terminal: one `reward-auditor: warning: ...` line per kind (class and place raised), no source line."
+    def __init__(self):
+        self.seen = set()
+
+    def __call__(self, message, category, filename, lineno, file=None, line=None):
+        if (category, filename, lineno) in self.seen:
+            return
+        self.seen.add((category, filename, lineno))
+        print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+
+
+def warning_lines():
+    "Show warnings as one line each, once per kind, for the command's duration; returns what restores the old display."
+    import warnings
+    saved = warnings.showwarning
+    warnings.showwarning = _WarningLines()
+
+    def restore():
+        warnings.showwarning = saved
+    return restore
+
+
+# warnings that an audit's manifest repeats with the run's totals, printed once at the end
+MANIFEST_REPEATS = (r".* texts are longer than max_length=", r".*: dropped \d+ invalid row\(s\) of ")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of the `reward-auditor` command."
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     restore = quiet_bars(quiet="-q" in argv or "--quiet" in argv)
+    restore_warnings = warning_lines()
     try:
         ns = build_parser().parse_args(argv)
         return COMMANDS[ns.command](ns)
@@ -1091,6 +1140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         restore()
+        restore_warnings()
 
 # %% ../nbs/10_cli.ipynb #f101b139
 if __name__ == "__main__":  # python -m reward_auditor.cli, when the console script is not installed

@@ -92,6 +92,8 @@ def test_undetectable_subsets_warned_in_summary_and_report(tmp_path):
             "--out", run, "-q")
     assert r.returncode == 0, r.stderr
     assert "cannot reach significance, too few changed items" in r.stderr and "IW (N0 = " in r.stderr
+    assert "N0 = pairs whose score margin changed" in r.stderr  # defined where it is printed
+    assert all(line.startswith("reward-auditor: ") for line in r.stderr.splitlines() if line.strip()), r.stderr
     t = pd.read_parquet(run / "results.parquet")
     iw = t[t["perturbation"] == "IW"]
     assert (~iw["detectable"]).all() and (iw["p_min"] >= 2.0 ** -iw["n_nonzero"].clip(upper=30) - 1e-15).all()
