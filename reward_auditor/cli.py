@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS',
-           'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS', 'MANIFEST_REPEATS', 'CLIError',
-           'is_input_error', 'error_line', 'example_path', 'make_rewriter', 'build_parser', 'resolve_audit_args',
-           'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers', 'make_endpoint_scorer',
-           'make_engine', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity',
-           'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_models', 'quiet_bars', 'warning_lines', 'main']
+__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE',
+           'EXECUTION_OPTIONS', 'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS',
+           'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'make_rewriter',
+           'build_parser', 'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax',
+           'make_scorers', 'make_endpoint_scorer', 'make_engine', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
+           'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_models',
+           'quiet_bars', 'unknown_arguments', 'warning_lines', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -54,9 +55,13 @@ def is_input_error(e: BaseException) -> bool:
                for c in type(e).__mro__)
 
 
+COLUMNS_HINT = "say which columns hold the fields with --columns prompt=COLUMN,chosen=COLUMN,rejected=COLUMN"
+
+
 def error_line(e: BaseException) -> str:
     "The one line printed for an error: program, 'error', the message with newlines folded."
     msg = " ".join(str(e).split()) or type(e).__name__
+    msg = msg.replace("rename columns with columns={'old': 'new'}", COLUMNS_HINT)  # Python's advice, in flags
     if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
             e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
@@ -72,7 +77,7 @@ EXAMPLES = {
 }
 
 EPILOGS = {
-    "heterogeneity": """input: per-prompt results, one model per file (JSON list or JSON lines), each row with a
+    "heterogeneity": """input: per-prompt results, one model per file (JSON list, JSON lines, CSV or Parquet), each row with a
 `subset` and one of `correct` (true/false), `results` (1/0), `margin` (> 0 is right) or
 `scores_chosen`/`scores_rejected`; a saved audit folder works too. One row:
   {"id": "chat-0", "subset": "chat", "correct": true}
@@ -165,6 +170,20 @@ def _mapping(s: str):
     return m
 
 
+def _columns(s: str) -> dict:
+    "`prompt=question,chosen=good` → {'question': 'prompt', 'good': 'chosen'}: the file's column for each field."
+    out = {}
+    for part in [x.strip() for x in s.split(",") if x.strip()]:
+        field, eq, col = (x.strip() for x in part.partition("="))
+        if not eq or not field or not col:
+            raise argparse.ArgumentTypeError(f"columns are FIELD=COLUMN pairs such as prompt=question,chosen=good,"
+                                             f"rejected=bad, got {part!r}")
+        out[col] = field
+    if not out:
+        raise argparse.ArgumentTypeError("columns are FIELD=COLUMN pairs such as prompt=question,chosen=good")
+    return out
+
+
 def _group_weights(s: str) -> dict:
     "`controlled=0.8,stylized=0.5` → {'controlled': 0.8, 'stylized': 0.5} (the q of each perturbation group)."
     out = {}
@@ -243,6 +262,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "quickly)")
     g.add_argument("--format", default=S, help="force a data format (jsonl, json, csv, parquet, rmbench, hh, trl, "
                                                "messages, sharegpt, ...)")
+    g.add_argument("--columns", type=_columns, default=S, metavar="FIELD=COLUMN,...",
+                   help="which of the file's columns hold each field, e.g. prompt=question,chosen=good,rejected=bad")
     g.add_argument("--drop-invalid", action="store_true", default=S,
                    help="skip rows that fail validation (empty or identical answers, duplicate ids) with a warning "
                         "naming how many, instead of stopping at the first")
@@ -433,6 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "messages, sharegpt, ...)")
     q.add_argument("--perturb-turns", choices=["final", "all"], default="final",
                    help="which user turns prompt-side perturbations change: the final one (default) or every one")
+    q.add_argument("--columns", type=_columns, default=None, metavar="FIELD=COLUMN,...",
+                   help="which of the file's columns hold each field, e.g. prompt=question,chosen=good,rejected=bad")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
     q.add_argument("--perturbations", default="all",
                    help="'all' (default) or a comma-separated list of codes in any case (EF,ph,...)")
@@ -639,17 +662,17 @@ def limit_pairs(frame, n: int, seed: int = 0):
 
 
 def load_data(paths: str | Sequence[str], format: str | None = None, errors: str = "raise",
-              limit: int | None = None, seed: int = 0):
+              limit: int | None = None, seed: int = 0, columns: dict | None = None):
     "Load one or several --data sources into one validated frame (each file its own subset unless named)."
     import pandas as pd
     from reward_auditor.data import load_preferences, validate
     files = data_files(paths)
     if len(files) == 1:
-        frame = load_preferences(files[0], format=format, errors=errors)
+        frame = load_preferences(files[0], format=format, errors=errors, columns=columns)
     else:
         parts = []
         for f in files:
-            part = load_preferences(f, format=format, errors=errors, subset=Path(f).stem)
+            part = load_preferences(f, format=format, errors=errors, subset=Path(f).stem, columns=columns)
             parts.append(part.assign(_file=Path(f).stem))
         frame = pd.concat(parts, ignore_index=True)
         ids = frame["id"].astype(str)
@@ -812,7 +835,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
         with reading(src, "data file"):  # binary, UTF-16, corrupt, nested too deep: one line naming it
             data = load_data(args["data"], format=args.get("format"),
                              errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),
-                             seed=args["seed"])
+                             seed=args["seed"], columns=args.get("columns"))
         check_utf8(data, src)
         if args.get("by") == "turns":
             from reward_auditor.data import split_by_turns
@@ -893,7 +916,7 @@ def cmd_perturb(ns) -> int:
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
     check_writable(out.parent)
     data = load_data(ns.data, format=ns.format, errors="drop" if ns.drop_invalid else "raise", limit=ns.limit,
-                     seed=ns.seed)
+                     seed=ns.seed, columns=ns.columns)
     try:
         names = perturbation_names(ns.perturbations)
     except ValueError as e:
@@ -931,6 +954,11 @@ def cmd_perturb(ns) -> int:
 
 def cmd_report(ns) -> int:
     from reward_auditor.report import render
+    for run in [ns.run, *ns.compare]:
+        if Path(run).is_file():
+            raise CLIError(f"{run} is a file, and `report` renders a run folder written by `audit`; to audit this "
+                           f"data: {PROG} audit --data {run} --scorer length --out runs/{Path(run).stem} (add "
+                           f"--model NAME for a reward model), then {PROG} report runs/{Path(run).stem}", "report")
     rep = render(ns.run, by=ns.by, compare=ns.compare, out=ns.out)
     print(f"report: {rep.html}")
     return 0
@@ -1086,6 +1114,20 @@ def quiet_bars(quiet: bool = False, tty: bool | None = None):
     return restore
 
 # %% ../nbs/10_cli.ipynb #16c72b34
+def unknown_arguments(parser: argparse.ArgumentParser, command: str, extra: Sequence[str]) -> CLIError:
+    "The error for arguments a subcommand does not take: it names the subcommand and the closest option."
+    import difflib
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    where = f"{PROG} {command}"
+    flags = [x.split("=")[0] for x in extra if x.startswith("-")]
+    if not flags:
+        return CLIError(f"unexpected argument(s) {' '.join(extra)}: see `{where} --help`", where)
+    options = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
+    close = difflib.get_close_matches(flags[0].replace("_", "-"), options, n=1, cutoff=0.75)
+    return CLIError(f"`{command}` has no option {flags[0]}" + (f": did you mean {close[0]}?" if close else
+                                                              f": see `{where} --help`"), where)
+
+
 class _WarningLines:
     "`warnings.showwarning` for the terminal: one `reward-auditor: warning: ...` line per kind (class and place raised), no source line."
     def __init__(self):
@@ -1121,7 +1163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     restore = quiet_bars(quiet="-q" in argv or "--quiet" in argv)
     restore_warnings = warning_lines()
     try:
-        ns = build_parser().parse_args(argv)
+        parser = build_parser()
+        ns, extra = parser.parse_known_args(argv)
+        if extra:
+            raise unknown_arguments(parser, ns.command, extra)
         return COMMANDS[ns.command](ns)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; scores computed so far are in the cache, rerun with --resume to continue",
