@@ -32,9 +32,10 @@ __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS',
            'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'BELOW_CHANCE_NOTE', 'AuditError',
            'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions',
            'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table', 'decide',
-           'summary_json', 'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
-           'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
-           'style_matrices', 'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
+           'summary_json', 'item_lines', 'write_summaries', 'AuditResult', 'package_versions', 'error_control',
+           'too_few_to_test', 'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table',
+           'truncation_warnings', 'style_matrices', 'audit', 'check_writable', 'below_chance', 'findings',
+           'findings_html']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -524,12 +525,34 @@ def summary_json(table: pd.DataFrame, manifest: Mapping | None = None) -> dict:
             "models": models}
 
 
+def item_lines(items: pd.DataFrame) -> pd.DataFrame:
+    "One row per scorer, pair and condition ('orig' once, then each perturbation) with its rewards: items.jsonl."
+    if items is None or not len(items):
+        return pd.DataFrame(columns=["model", "subset", "id", "condition", "changed", "reward_chosen",
+                                     "reward_rejected", "margin", "correct"])
+    keys = ["model", "subset", "id"]
+    side = lambda when: {f"reward_chosen_{when}": "reward_chosen", f"reward_rejected_{when}": "reward_rejected",
+                         f"margin_{when}": "margin"}
+    orig = items.drop_duplicates(keys)[keys + list(side("before"))].rename(columns=side("before"))
+    orig.insert(3, "condition", "orig")
+    orig.insert(4, "changed", False)
+    pert = items[keys + ["perturbation", "changed", *side("after")]].rename(
+        columns={**side("after"), "perturbation": "condition"})
+    out = pd.concat([orig, pert], ignore_index=True)
+    out["correct"] = out["margin"] > 0  # RewardBench's per-item result: the chosen answer scored higher
+    return out
+
+
 def write_summaries(result, path: str | Path) -> None:
-    "Write results.json and risk_table.csv beside results.parquet."
+    "Write results.json, risk_table.csv and items.jsonl (per pair and condition, as RewardBench's outputs) beside results.parquet."
     path = Path(path)
     from reward_auditor.safety import atomic_write, write_csv
     atomic_write(path / "results.json", json.dumps(summary_json(result.table, result.manifest), indent=2) + "\n")
     write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], path / "risk_table.csv")
+    lines = item_lines(result.items)
+    lines = lines.astype(object).where(lines.notna(), None)  # a missing reward is null, not NaN (invalid JSON)
+    atomic_write(path / "items.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n"  # floats exactly as stored
+                                               for r in lines.to_dict("records")))
 
 # %% ../nbs/07_audit.ipynb #b94a5590
 TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_changed", "n_dropped",

@@ -808,7 +808,7 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
               f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
     for w in result.manifest.get("warnings", []):
         print(f"{PROG}: warning: {w}", file=sys.stderr)
-    print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv)")
+    print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv, items.jsonl)")
     if rendered is not None:
         print(f"report: {rendered.html}")
 

@@ -552,6 +552,9 @@ class RenderedReport:
         return f"RenderedReport(html={str(self.html)!r}, notebook={str(self.notebook)!r})"
 
 
+WIDE_TABLES_CSS = ".jp-OutputArea-output, .jp-RenderedHTMLCommon { overflow-x: auto; max-width: 100%; }"  # scroll, never cut
+
+
 def to_html(notebook: str | Path, html_path: str | Path) -> Path:
     "Export an executed notebook to HTML without code cells, images embedded, no external scripts."
     _import_renderers()
@@ -561,7 +564,8 @@ def to_html(notebook: str | Path, html_path: str | Path) -> Path:
     tpl = ("{%- extends 'index.html.j2' -%}"
            "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}"
            "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}"
-           "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}")
+           "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}"
+           "{%- block extra_css -%}<style>" + WIDE_TABLES_CSS + "</style>{%- endblock extra_css -%}")
     exp = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                        exclude_output_prompt=True, embed_images=True,
                        extra_loaders=[DictLoader({"reward_auditor_report.html.j2": tpl})],

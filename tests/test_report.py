@@ -50,6 +50,7 @@ def test_model_report(run_dir):
     assert "(length control" in page and "(lexical-overlap control)" in page and "(hash-noise control)" in page
     assert "def " not in page and "import reward_auditor" not in page  # code cells are excluded
     _assert_one_subset_order(_risk_rows(page), 5)  # the sample's five subsets, one order for every model
+    assert "overflow-x: auto" in page  # a wide risk table scrolls inside the page instead of being cut
 
 
 def test_subset_and_compare_reports(run_dir, tmp_path):
