@@ -25,12 +25,12 @@ from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, findings, find
 from . import plots
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html', 'header_html',
-           'warnings_html', 'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html',
-           'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html', 'control_notes',
-           'subset_heterogeneity', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path',
-           'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
-           'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
+__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html',
+           'header_html', 'warnings_html', 'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html',
+           'below_chance_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html',
+           'control_notes', 'subset_heterogeneity', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session',
+           'template_path', 'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind',
+           'save_diagnostic', 'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
            'comparison_figures', 'figure_html', 'comparison_page']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
