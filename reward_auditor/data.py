@@ -22,6 +22,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .guards import InputTooLarge, read_gzip_capped
+
 # %% auto #0
 __all__ = ['CANONICAL_COLUMNS', 'TEXT_COLUMNS', 'CONTAINERS', 'SCHEMAS', 'FORMATS', 'RMBENCH_STYLES', 'ROLES', 'SHAREGPT_ROLES',
            'PROMPT_PERTURBATION_LABELS', 'RESPONSE_VARIANT_LABELS', 'PAPER_RESPONSE_LABELS', 'DataError', 'DataWarning',
@@ -204,7 +206,8 @@ def _read_bytes(path: Path, source: str) -> bytes:
         raise DataError("is not gzip data although its name ends in .gz", source,
                         hint="rename it without .gz or recompress it")
     if raw.startswith(b"\x1f\x8b"):
-        try: raw = gzip.decompress(raw)
+        try: raw = read_gzip_capped(path)   # streamed with a cap: a 3 MB bomb never becomes 3 GiB in memory
+        except InputTooLarge as e: raise DataError(str(e), source) from None
         except (OSError, EOFError, zlib.error) as e:
             raise DataError(f"is a damaged gzip file ({e})", source) from None
     return raw
