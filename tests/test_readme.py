@@ -102,3 +102,11 @@ def test_tutorials_stated_commands_parse(nb):
         assert not extra, cmd
         if "--resume" in argv:
             assert "--model" in argv or "--scorer" in argv, f"{nb.name}: {cmd} (resuming needs the model again)"
+
+
+def test_walkthrough_real_model_cell_is_quiet():
+    "The real-model cell runs without bars and leaves the truncation warnings to the manifest's one line each."
+    import json
+    cells = json.loads((REPO / "nbs" / "tutorials" / "walkthrough.ipynb").read_text(encoding="utf-8"))["cells"]
+    src = next("".join(c["source"]) for c in cells if "if model:" in "".join(c["source"]))
+    assert "progress=False" in src and "manifest" in src
