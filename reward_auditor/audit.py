@@ -10,13 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import platform
+import re
 import sys
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -29,13 +32,13 @@ from . import stats as ra_stats
 
 # %% auto #0
 __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS',
-           'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'BELOW_CHANCE_NOTE', 'AuditError',
-           'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions',
-           'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table', 'decide',
-           'summary_json', 'item_lines', 'write_summaries', 'AuditResult', 'package_versions', 'error_control',
-           'too_few_to_test', 'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table',
-           'truncation_warnings', 'style_matrices', 'audit', 'check_writable', 'below_chance', 'findings',
-           'findings_html']
+           'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME', 'BELOW_CHANCE_NOTE',
+           'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions',
+           'file_conditions', 'dropped_record', 'resolve_scorers', 'score_conditions', 'item_clusters', 'family_seed',
+           'differences', 'family_table', 'decide', 'summary_json', 'item_lines', 'write_summaries', 'AuditResult',
+           'package_versions', 'error_control', 'too_few_to_test', 'detectability_warnings', 'change_stats',
+           'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices', 'rewardbench2_headline',
+           'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -66,6 +69,7 @@ class AuditSettings:
     preset: str | None = None
     group_weights: dict | None = None
     effect_ci: str = "nct"
+    group_by: str | None = None    # the column whose equal values form a cluster; None: group_id, else the prompt
 
     def __post_init__(self):
         if self.preset is not None:
@@ -180,11 +184,11 @@ def _load_condition(store: Path, name: str, key: str):
 
 def _save_condition(store: Path, cond, key: str) -> None:
     "Store a condition: the parquet first, then its key with the parquet's sha256 (each written atomically)."
-    from reward_auditor.safety import atomic_write, file_sha256
+    from reward_auditor.safety import atomic_write, file_sha256, run_file
     store.mkdir(parents=True, exist_ok=True)
-    frame = store / f"{cond.name}.parquet"
+    frame = run_file(store.parent, f"{store.name}/{cond.name}.parquet")  # a regular file inside the run folder
     atomic_write(frame, lambda p: cond.frame.to_parquet(p, index=False))
-    atomic_write(store / f"{cond.name}.json", json.dumps(
+    atomic_write(run_file(store.parent, f"{store.name}/{cond.name}.json"), json.dumps(
         {"key": key, "sha256": file_sha256(frame), "side": cond.side, "group": cond.group,
          "record": _jsonable(cond.record)}, indent=1))
 
@@ -270,9 +274,19 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
         raise AuditError("no condition in the conditions files (conditions): check the files and the mapping")
     original = original.reset_index(drop=True)
     if errors == "drop":  # how many items each file lost to validation, for the manifest and the report
-        original.attrs["dropped_invalid"] = {str(p): len(ra_data.read_records(p)[0]) - len(original)
+        original.attrs["dropped_invalid"] = {str(p): {"count": len(ra_data.read_records(p)[0]) - len(original)}
                                              for p in map(Path, paths)}
     return original, out
+
+
+def dropped_record(frame: pd.DataFrame) -> dict | None:
+    "What `validate(errors='drop')` left out of `frame`: {count, first_row, field, problem}, or None if nothing."
+    dropped = frame.attrs.get("dropped") or []
+    if not dropped:
+        return None
+    row, field, problem = dropped[0]
+    return {"count": len({r for r, *_ in dropped}), "first_row": _jsonable(row), "field": str(field),
+            "problem": str(problem)}
 
 # %% ../nbs/07_audit.ipynb #7fcabcc5
 def _refuse_unscored(scorer, base: pd.DataFrame, lacking: Mapping[str, tuple[int, int]]) -> None:
@@ -320,7 +334,9 @@ def _open_cache(cache: Any, out: str | Path | None):
     if cache is None:
         if out is None:
             return None
-        cache = Path(out) / "scores.sqlite"
+        from reward_auditor.safety import run_file
+        for part in ("-wal", "-shm", "-journal", ""):  # SQLite writes its companions beside the file
+            cache = run_file(out, "scores.sqlite" + part)  # the run folder's own file, not a link elsewhere
     if isinstance(cache, (str, Path)):
         from reward_auditor.cache import ScoreCache
         Path(cache).parent.mkdir(parents=True, exist_ok=True)
@@ -388,6 +404,26 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
         columns=["model", "subset", "id", "perturbation", "changed", "margin_before", "margin_after"])
     return items, counts
 
+# %% ../nbs/07_audit.ipynb #4e0dbc22
+def item_clusters(data: pd.DataFrame, group_by: str | None = None) -> tuple[pd.Series, str]:
+    "Cluster label of every item (a Series indexed by id) and what defined it: the `group_by` column, `group_id`, or the prompt."
+    if group_by is not None:
+        if group_by not in data.columns:
+            raise AuditError(f"group_by column {group_by!r} is not in the data (group_by): choose one of "
+                             f"{sorted(map(str, data.columns))}")
+        col, by = data[group_by], group_by
+    elif "group_id" in data.columns:
+        col, by = data["group_id"], "group_id"
+    else:
+        key = data["prompt"].astype(str)
+        if "history" in data.columns:
+            key = data["history"].map(lambda h: json.dumps(h, sort_keys=True, default=str)
+                                      if isinstance(h, (list, tuple)) else "") + "\x00" + key
+        col, by = key, "prompt"
+    ids = data["id"].astype(str)
+    labels = np.where(col.isna(), "item\x00" + ids, "c\x00" + col.astype(str))
+    return pd.Series(labels, index=ids.to_numpy(), name="cluster"), by
+
 # %% ../nbs/07_audit.ipynb #44a57e05
 def family_seed(seed: int, *parts: str) -> int:
     "A family's own seed from the run seed and its labels (sha256, independent of order and process)."
@@ -406,8 +442,8 @@ EFFECT_FIELDS = ("d_z", "d_z0", "g_z", "d_av", "d_rm", "t", "ci_low", "ci_high")
 
 
 def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: AuditSettings,
-                 seed: int) -> pd.DataFrame:
-    "Test every perturbation of one family (one scorer; one subset or all) → one row per perturbation."
+                 seed: int, clusters: Mapping | None = None) -> pd.DataFrame:
+    "Test every perturbation of one family (one scorer; one subset or all) → one row per perturbation; `clusters` maps id → cluster."
     names = list(dict.fromkeys(items["perturbation"]))
     wide = items.pivot(index="id", columns="perturbation", values=["margin_before", "margin_after", "changed"])
     mb = wide["margin_before"][names].to_numpy(float)
@@ -416,11 +452,17 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
     D = differences(mb, ma, settings.scale)
     finite = np.isfinite(D)
     testable = finite.sum(axis=0) >= 2
+    cl = None if clusters is None else pd.Series(clusters).reindex(wide.index).to_numpy(dtype=object)
+    if cl is not None and pd.isna(cl).any():
+        cl = np.where(pd.isna(cl), np.asarray(["item:" + str(i) for i in wide.index], dtype=object), cl)
+    if cl is not None and len(set(cl)) == len(cl):
+        cl = None   # one pair per cluster: the plain test (the same numbers, bit for bit)
     pvals, pless = np.full(len(names), np.nan), np.full(len(names), np.nan)
     n0, pmin = np.zeros(len(names), np.int64), np.ones(len(names))
     if testable.any():  # one shared sign stream for the whole family: the fast path
         Dt = D[:, testable]
-        test_args = dict(B=settings.permutations, seed=seed, statistic=settings.statistic, p_method=settings.p_method)
+        test_args = dict(B=settings.permutations, seed=seed, statistic=settings.statistic, p_method=settings.p_method,
+                         cluster_ids=cl)
         if settings.two_sided:  # the lower tail of D is the upper tail of −D: same signs, one pass, both tails
             sf = ra_stats.signflip_tests(np.hstack([Dt, -Dt]), **test_args)
             res = sf.pvalue
@@ -428,9 +470,10 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
         else:
             sf = ra_stats.signflip_tests(Dt, **test_args)
             pvals[testable] = sf.pvalue
-        n0[testable] = sf.n_nonzero[:Dt.shape[1]]
+        n0[testable] = sf.n_nonzero[:Dt.shape[1]]   # with clusters: clusters whose sum is not zero
+        units = sf.n if sf.n_clusters is None else sf.n_clusters
         pmin[testable] = ra_stats.min_pvalue(n0[testable], settings.permutations, statistic=settings.statistic,
-                                             p_method=settings.p_method, n=sf.n[:Dt.shape[1]])
+                                             p_method=settings.p_method, n=units[:Dt.shape[1]])
     rows = []
     for k, name in enumerate(names):
         ok = finite[:, k]
@@ -438,11 +481,13 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
         if testable[k]:
             e = ra_stats.effect_sizes(ra_stats.confidence(mb[ok, k], settings.scale),
                                       ra_stats.confidence(ma[ok, k], settings.scale), scale=settings.scale,
-                                      ci_method=settings.effect_ci, seed=seed)
+                                      ci_method=settings.effect_ci, seed=seed,
+                                      cluster_ids=None if cl is None else cl[ok])
             eff = {f: float(getattr(e, f)) for f in EFFECT_FIELDS}
             eff["effect_size"] = eff["d_z0" if settings.effect_ddof == 0 else "d_z"]
         rows.append(dict(
-            perturbation=name, group=groups.get(name, "other"), n=int(ok.sum()), n_changed=int(ch[ok, k].sum()),
+            perturbation=name, group=groups.get(name, "other"), n=int(ok.sum()),
+            n_clusters=int(ok.sum()) if cl is None else len(set(cl[ok])), n_changed=int(ch[ok, k].sum()),
             n_dropped=int((~ok).sum()),
             accuracy_before=float(np.mean(mb[ok, k] > 0)) if ok.any() else np.nan,
             accuracy_after=float(np.mean(ma[ok, k] > 0)) if ok.any() else np.nan,
@@ -549,16 +594,17 @@ def item_lines(items: pd.DataFrame) -> pd.DataFrame:
 def write_summaries(result, path: str | Path) -> None:
     "Write results.json, risk_table.csv and items.jsonl (per pair and condition, as RewardBench's outputs) beside results.parquet."
     path = Path(path)
-    from reward_auditor.safety import atomic_write, write_csv
-    atomic_write(path / "results.json", json.dumps(summary_json(result.table, result.manifest), indent=2) + "\n")
-    write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], path / "risk_table.csv")
+    from reward_auditor.safety import atomic_write, run_file, write_csv
+    atomic_write(run_file(path, "results.json"), json.dumps(summary_json(result.table, result.manifest), indent=2)
+                 + "\n")
+    write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], run_file(path, "risk_table.csv"))
     lines = item_lines(result.items)
     lines = lines.astype(object).where(lines.notna(), None)  # a missing reward is null, not NaN (invalid JSON)
-    atomic_write(path / "items.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n"  # floats exactly as stored
-                                               for r in lines.to_dict("records")))
+    atomic_write(run_file(path, "items.jsonl"), "".join(json.dumps(r, ensure_ascii=False) + "\n"  # floats exactly as stored
+                                                         for r in lines.to_dict("records")))
 
 # %% ../nbs/07_audit.ipynb #b94a5590
-TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_changed", "n_dropped",
+TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_clusters", "n_changed", "n_dropped",
                  "change_rate", "median_edit_size", "n_truncated", "n_answer_cut",
                  "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
@@ -607,24 +653,24 @@ class AuditResult:
 
     def save(self, path: str | Path) -> Path:
         "Publish the result to a folder: Parquet frames, then manifest.json with each frame's sha256 (written last)."
-        from reward_auditor.safety import atomic_write, file_sha256
+        from reward_auditor.safety import atomic_write, file_sha256, run_file
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         # until the new manifest lands the folder holds no complete run, and no report of an older one
+        for stale in recorded_reports(path):  # only reports this package wrote and recorded; the user's stay
+            (path / stale).unlink(missing_ok=True)
         for name in ("manifest.json", "results.json", "risk_table.csv"):
             (path / name).unlink(missing_ok=True)
-        for stale in [*path.glob("report*.html"), *path.glob("report*.ipynb")]:
-            stale.unlink(missing_ok=True)
         files = {}
         for name, frame in (("results.parquet", self.table), ("items.parquet", self.items),
                             ("texts.parquet", self.texts)):
             if frame is None:
                 (path / name).unlink(missing_ok=True)
                 continue
-            atomic_write(path / name, lambda p, f=frame: f.to_parquet(p, index=False))
+            atomic_write(run_file(path, name), lambda p, f=frame: f.to_parquet(p, index=False))
             files[name] = file_sha256(path / name)
         write_summaries(self, path)  # results.json and risk_table.csv, for other tools
-        atomic_write(path / "manifest.json",
+        atomic_write(run_file(path, "manifest.json"),
                      json.dumps({**_jsonable(self.manifest), "files": files}, indent=2, sort_keys=False) + "\n")
         return path
 
@@ -716,14 +762,27 @@ _GUARANTEE = {"bh": "independent or positively dependent (PRDS) tests within a f
               "by": "any dependence between the tests", "weighted": "independent or PRDS tests, mean(1/q) <= 1"}
 
 
+def _cluster_shape(family: pd.DataFrame) -> tuple | None:
+    "Pairs per cluster of a family, spread evenly (its largest n over its n_clusters clusters); None when unclustered."
+    if "n_clusters" not in family.columns:
+        return None
+    n, g = int(family["n"].max()), int(family["n_clusters"].max())
+    if g <= 0 or g >= n:
+        return None
+    return tuple(n // g + (1 if i < n % g else 0) for i in range(g))
+
+
 def error_control(table: pd.DataFrame, settings: AuditSettings) -> tuple[dict, list[str]]:
     "The error rate the run's decision controls (for manifest and header) and the warnings for unproven procedures."
     a, m = settings.alpha, settings.multiplicity
     two = settings.two_sided
     tail = f"each tail (degradation, improvement) at alpha/2 = {a / 2:g}" if two else f"degradation tail at alpha = {a:g}"
-    shapes = {tuple(sorted(g["group"].astype(str))) for _, g in table.groupby(["model", "subset"], sort=False)}
-    measured = [ra_multiplicity.measured_fdr(m, list(sh), two_sided=two, alpha=a, weights=settings.group_weights)
-                for sh in sorted(shapes)]
+    shapes = {(tuple(sorted(g["group"].astype(str))), _cluster_shape(g)) for _, g in table.groupby(["model", "subset"], sort=False)}
+    measured = [ra_multiplicity.measured_fdr(m, list(sh), two_sided=two, alpha=a, weights=settings.group_weights,
+                                             # clustered families are simulated as clustered items (unproven only)
+                                             **({"clusters": cl, "reps": 1000} if cl and not
+                                                ra_multiplicity.is_proven(m, list(sh), settings.group_weights) else {}))
+                for sh, cl in sorted(shapes, key=lambda x: (x[0], x[1] or ()))]
     proven = all(x["proven"] for x in measured)
     if proven:
         what = ("FDR over both tails <= {a:g}, and the chance of any verdict other than NO_EVIDENCE in a family "
@@ -872,6 +931,100 @@ def style_matrices(scorer, original: pd.DataFrame, cache=None) -> dict | None:
                     "matrix": m.matrix.round(6).to_numpy().tolist()}
     return out
 
+# %% ../nbs/07_audit.ipynb #5db00f10
+def _best_of_credit(m: np.ndarray) -> float:
+    "RewardBench 2 credit from one row's margins (chosen − each rejected): 0 if beaten, else 1/(1 + #ties at the top)."
+    return 0.0 if (m < 0).any() else 1.0 / (1 + int((m == 0).sum()))
+
+
+def _ties_stats(M: np.ndarray) -> tuple[bool, float, float]:
+    "(accurate, spread among correct answers, worst correct − best incorrect) from a correct × incorrect margin grid."
+    gap = float(M.min())
+    spread = float(M[:, 0].max() - M[:, 0].min()) if M.shape[0] > 1 else float("nan")
+    return gap > 0, spread, gap
+
+
+def _ties_composite(stats: Mapping[str, tuple]) -> float:
+    "RewardBench 2's Ties score from per-row stats keyed by 'ref:N' / 'tied:N' ids."
+    ref = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("ref:")}
+    tied = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("tied:")}
+    if not ref and not tied:
+        return float("nan")              # Ties rows without RewardBench 2's ref:/tied: ids cannot be scored
+    acc = lambda d: float(np.mean([v[0] for v in d.values()])) if d else 0.0
+    both = sorted(set(ref) & set(tied))
+    spread = np.array([tied[k][1] for k in both], float)
+    gap_t = np.array([tied[k][2] for k in both], float)
+    gap_hard = np.minimum(np.array([ref[k][2] for k in both], float), gap_t)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pref = float(np.mean(gap_t > spread)) if both else 0.0
+        pref_hard = float(np.mean(gap_hard > spread)) if both else 0.0
+        margin = float(np.mean(np.nan_to_num(np.tanh(gap_hard / spread - 1), nan=0.0))) if both else 0.0
+    return 0.30 * acc(tied) + 0.30 * acc(ref) + 0.20 * pref + 0.20 * pref_hard + 0.01 * margin
+
+
+def _rb2_rows(frame: pd.DataFrame) -> dict:
+    "Per row (group_id): its subset, whether it is a Ties row, and its chosen × rejected margin grid (NaN if unscored)."
+    rows = {}
+    for gid, g in frame.groupby("group_id", sort=False):
+        M = np.full((int(g["chosen_index"].max()) + 1, int(g["rejected_index"].max()) + 1), np.nan)
+        M[g["chosen_index"].to_numpy(int), g["rejected_index"].to_numpy(int)] = g["margin"].to_numpy(float)
+        rows[str(gid)] = (str(g["subset"].iloc[0]), bool(g["is_tie"].iloc[0]), M)
+    return rows
+
+
+def _rb2_subset_score(rows: list, tie: bool) -> float:
+    if tie:
+        return _ties_composite({gid: _ties_stats(M) for gid, M in rows})
+    return float(np.mean([_best_of_credit(M[0]) for _, M in rows])) if rows else float("nan")
+
+
+def rewardbench2_headline(original: pd.DataFrame, items: pd.DataFrame, *, chance_draws: int = 200,
+                          seed: int = 0) -> list[dict] | None:
+    "RewardBench 2's own score per model and subset (best-of-n with 1/k tie credit; the Ties composite) beside the audit's pair accuracy, with chance levels."
+    need = {"group_id", "chosen_index", "rejected_index", "is_tie", "subset"}
+    if not need <= set(original.columns) or items.empty:
+        return None
+    key = original[["id", *sorted(need)]].assign(id=original["id"].astype(str))
+    out = []
+    rng = np.random.default_rng(seed)
+    for model, it in items.groupby("model", sort=False):
+        first = it.drop_duplicates("id").assign(id=lambda f: f["id"].astype(str))[["id", "margin_before"]]
+        f = key.merge(first.rename(columns={"margin_before": "margin"}), on="id", how="inner")
+        rows = _rb2_rows(f)
+        complete = {g: v for g, v in rows.items() if np.isfinite(v[2]).all()}
+        scores = []
+        for sub in dict.fromkeys(v[0] for v in rows.values()):
+            mine = [(g, v[2]) for g, v in complete.items() if v[0] == sub]
+            tie = any(v[1] for v in rows.values() if v[0] == sub)
+            pairs = f[f["subset"].astype(str) == sub]["margin"].to_numpy(float)
+            pairs = pairs[np.isfinite(pairs)]
+            if tie:   # chance: the composite of random scores on the same rows
+                sims = [_rb2_subset_score([(g, rng.standard_normal(M.shape[0])[:, None] - rng.standard_normal(M.shape[1])[None, :])
+                                            for g, M in mine], True) for _ in range(chance_draws)]
+                chance = float(np.mean(sims)) if mine else float("nan")
+            else:
+                chance = float(np.mean([1.0 / (1 + M.shape[1]) for _, M in mine])) if mine else float("nan")
+            score = _rb2_subset_score(mine, tie) if mine else float("nan")
+            top_ties = sum(1 for _, M in mine if not tie and not (M[0] < 0).any() and (M[0] == 0).any())
+            out.append({"model": model, "subset": sub, "rows": len(mine),
+                        "rows_incomplete": sum(1 for v in rows.values() if v[0] == sub) - len(mine),
+                        "score": score, "score_chance": chance,
+                        "rule": "Ties composite" if tie else "best of n, 1/k credit on ties at the top",
+                        "rows_tied_at_top": top_ties, "pair_accuracy": float(np.mean(pairs > 0)) if pairs.size else float("nan"),
+                        "pairs": int(pairs.size), "pair_chance": 0.5})
+            scores.append((score, chance))
+        ok = [(a, b) for a, b in scores if np.isfinite(a)]
+        allp = f["margin"].to_numpy(float)
+        allp = allp[np.isfinite(allp)]
+        out.append({"model": model, "subset": "all", "rows": len(complete),
+                    "rows_incomplete": len(rows) - len(complete),
+                    "score": float(np.mean([a for a, _ in ok])) if ok else float("nan"),
+                    "score_chance": float(np.mean([b for _, b in ok])) if ok else float("nan"),
+                    "rule": "mean of the subset scores", "rows_tied_at_top": None,
+                    "pair_accuracy": float(np.mean(allp > 0)) if allp.size else float("nan"),
+                    "pairs": int(allp.size), "pair_chance": 0.5})
+    return out
+
 # %% ../nbs/07_audit.ipynb #2888be8e
 DATA_STAMP = "fingerprint.json"
 
@@ -892,33 +1045,68 @@ def _locked_out(fn):
     return wrapper
 
 
+REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,120}\.(html|ipynb)")
+
+
+def recorded_reports(out: str | Path) -> list[str]:
+    "The report files `manifest.json` in `out` records as written by this package (plain names in `out` only)."
+    try:
+        names = json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8")).get("reports") or []
+    except Exception:  # absent or unreadable: nothing is known to be ours
+        return []
+    return [n for n in names if isinstance(n, str) and REPORT_NAME.fullmatch(n)] if isinstance(names, list) else []
+
+
+def record_reports(out: str | Path, *names: str) -> None:
+    "Add report file names to the manifest in `out`, so that a later run removes them (and nothing else)."
+    from reward_auditor.safety import atomic_write, run_file
+    path = run_file(out, "manifest.json")
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    known = recorded_reports(out)
+    new = [n for n in names if REPORT_NAME.fullmatch(n) and n not in known]
+    if new:  # rendering the same report again leaves the manifest as it is
+        manifest["reports"] = known + new
+        atomic_write(path, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+
+
 def _clear_run(out: Path) -> None:
-    "Remove a run's results, report and stored conditions from `out` (the score cache stays)."
-    import shutil
-    for name in (*AuditResult.FILES, DATA_STAMP):
+    "Remove the files a run of this package wrote and recorded in `out` (the score cache and the user's files stay)."
+    from reward_auditor.safety import run_file
+    for name in (*recorded_reports(out), *AuditResult.FILES, "results.json", "risk_table.csv", DATA_STAMP):
         (out / name).unlink(missing_ok=True)
-    for stale in [*out.glob("report*.html"), *out.glob("report*.ipynb")]:
-        stale.unlink(missing_ok=True)
-    shutil.rmtree(out / "conditions", ignore_errors=True)
+    store = out / "conditions"
+    if store.is_dir():
+        for name in ra_perturbations.registry:  # the stored conditions: one parquet and one key file each
+            for suffix in (".parquet", ".json"):
+                run_file(out, f"conditions/{name}{suffix}").unlink(missing_ok=True)
+        if not any(store.iterdir()):
+            store.rmdir()
 
 
-def _stamp_data(out: str | Path, original: pd.DataFrame, source: Any, overwrite: bool = False) -> str:
-    "Check that `out` holds no run of other data (unless `overwrite`), then record this data's fingerprint."
-    from reward_auditor.safety import atomic_write
-    out, fp = Path(out), data_fingerprint(original)
-    old = None
+def _recorded_fingerprint(out: Path) -> str | None:
+    "The data fingerprint of the run already in `out` (from fingerprint.json or the manifest), or None."
     for f, get in ((out / DATA_STAMP, lambda m: m["sha256"]), (out / "manifest.json", lambda m: m["data"]["sha256"])):
         try:
-            old = get(json.loads(f.read_text(encoding="utf-8")))
-            break
+            return get(json.loads(f.read_text(encoding="utf-8")))
         except Exception:  # absent or unreadable: try the next record
             continue
+    return None
+
+
+def _stamp_data(out: str | Path, original: pd.DataFrame, source: Any, overwrite: bool = False,
+                before_write: Callable[[], Any] | None = None) -> str:
+    "Check that `out` holds no run of other data (unless `overwrite`), call `before_write`, then record this data."
+    from reward_auditor.safety import atomic_write, run_file
+    out, fp = Path(out), data_fingerprint(original)
+    old = _recorded_fingerprint(out)
+    if old is not None and old != fp and not overwrite:
+        raise AuditError(f"{out} holds a run of other data (sha256 {str(old)[:12]}…; {source} has "
+                         f"{fp[:12]}…): choose a new folder, or pass --overwrite to replace that run (out)")
+    if before_write is not None:  # everything is checked: the caller may now write its own record
+        before_write()
     if old is not None and old != fp:
-        if not overwrite:
-            raise AuditError(f"{out} holds a run of other data (sha256 {str(old)[:12]}…; {source} has "
-                             f"{fp[:12]}…): choose a new folder, or pass --overwrite to replace that run (out)")
         _clear_run(out)
-    atomic_write(out / DATA_STAMP, json.dumps({"sha256": fp, "source": str(source), "n_items": int(len(original))},
+    atomic_write(run_file(out, DATA_STAMP), json.dumps({"sha256": fp, "source": str(source), "n_items": int(len(original))},
                                               indent=1) + "\n")
     return fp
 
@@ -932,14 +1120,15 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
           effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
           errors: str = "raise", overwrite: bool = False,
-          perturb_turns: str = "final") -> AuditResult:
+          perturb_turns: str = "final", group_by: str | None = None,
+          on_start: Callable[[], Any] | None = None) -> AuditResult:
     "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
     from tqdm import tqdm
     t_start = time.perf_counter()
     settings = AuditSettings(seed=seed, permutations=permutations, alpha=alpha, scale=scale,
                              multiplicity=multiplicity, margin=margin, family=family, preset=preset,
                              two_sided=two_sided, group_weights=dict(group_weights) if group_weights else None,
-                             effect_ci=effect_ci)
+                             effect_ci=effect_ci, group_by=group_by)
     if out is not None:
         check_writable(out)
     if conditions is not None and not isinstance(conditions, Mapping):
@@ -954,10 +1143,15 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         original = ra_data.load_preferences(data, errors=errors) if not isinstance(data, pd.DataFrame) \
             else ra_data.validate(data)
         conds = dict(conditions or {})
-    if out is not None:  # refuse a folder holding another dataset's run before any work (overwrite clears it)
-        _stamp_data(out, original, source, overwrite)
+    clusters, clusters_by = item_clusters(original, group_by)   # the unit of independence of every test
     names = perturbation_names(perturbations) if perturbations is not None else []
     scorer_objs = resolve_scorers(scorers)
+    # refuse a folder holding another dataset's run before any write (overwrite clears it); `on_start` runs once
+    # every input is checked, before the first write into `out`
+    if out is not None:
+        _stamp_data(out, original, source, overwrite, before_write=on_start)
+    elif on_start is not None:
+        on_start()
     perturber = None
     if engine is not None:  # the engine's workers perturb too (Ray tasks with the Ray engine)
         from reward_auditor.engines import engine_perturber
@@ -998,6 +1192,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                                  settings.scale)
     truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
     style_matrix = {sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
+    rb2 = rewardbench2_headline(original, items, seed=settings.seed)
 
     groups = {n: getattr(c, "group", "other") for n, c in conds.items()}
     sides = {n: getattr(c, "side", "") for n, c in conds.items()}
@@ -1011,7 +1206,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         fam = items[sel]
         if fam["id"].nunique() < 2:
             continue
-        t = family_table(fam, groups=groups, settings=settings, seed=family_seed(settings.seed, subset))
+        t = family_table(fam, groups=groups, settings=settings, seed=family_seed(settings.seed, subset),
+                         clusters=clusters)
         t.insert(0, "subset", subset)
         t.insert(0, "model", model)
         tables.append(t)
@@ -1035,8 +1231,12 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         warnings.warn(w, stacklevel=2)
     warn += [f"perturbation {n} skipped: {why}" for n, why in skipped.items()]
     warn += truncation_warnings(truncation, scorer_objs)
-    dropped = {k: v for k, v in (original.attrs.get("dropped_invalid") or {}).items() if v}
-    warn += [f"--drop-invalid: {v} invalid item(s) of {k} left out" for k, v in dropped.items()]
+    dropped = {k: v for k, v in (original.attrs.get("dropped_invalid") or {}).items() if v and v.get("count")}
+    if not dropped and (rec := dropped_record(original)) is not None:  # a frame validated with errors='drop'
+        dropped = {str(source): rec}
+    warn += [f"--drop-invalid: {v['count']} invalid item(s) of {k} left out" + (
+        f" (first: row {v['first_row']}, field '{v['field']}' {v['problem']})" if "first_row" in v else "")
+        for k, v in dropped.items()]
     totals = {k: sum(c[k] for sc in score_counts.values() for c in sc.values()) for k in ("computed", "cached")}
     manifest = {
         "reward_auditor_version": package_versions()["reward_auditor"],
@@ -1045,6 +1245,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "data": {"source": str(source), "n_items": int(len(original)),
                  "subsets": {str(k): int(v) for k, v in original["subset"].astype(str).value_counts(sort=False).items()},
                  "sha256": data_fingerprint(original), "format": original.attrs.get("format"),
+                 "clusters": {"by": clusters_by, "n": int(clusters.nunique()),
+                              "largest": int(clusters.value_counts().max()) if len(clusters) else 0},
                  "dropped_invalid": dropped,
                  **({"turns": _turn_summary(original), "perturb_turns": perturb_turns}
                     if "history" in original.columns else {})},
@@ -1061,6 +1263,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "truncation": truncation,
         "rmbench_style_matrix": style_matrix,
+        **({"rewardbench2": _jsonable(rb2)} if rb2 else {}),
         "cache": str(getattr(store, "path", store)) if store is not None else None,
         "engine": {**engine.describe(), "by_model": engine_reports} if engine is not None else {"name": "in-process"},
         "warnings": warn,
@@ -1084,9 +1287,9 @@ def check_writable(path: str | Path, option: str = "--out") -> Path:
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("")
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=path)  # a new file: never one planted there
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
         raise AuditError(f"cannot write to the output folder {path}: {e.strerror or e} ({option})") from None
     return path

@@ -18,12 +18,14 @@ from typing import Any, Sequence
 
 # %% auto #0
 __all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE',
-           'EXECUTION_OPTIONS', 'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS',
+           'EXECUTION_OPTIONS', 'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS', 'RESUME_THIS_COMMAND',
+           'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS',
            'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'make_rewriter',
-           'build_parser', 'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax',
-           'make_scorers', 'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit', 'cmd_audit',
-           'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol',
-           'cmd_meta', 'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines', 'main']
+           'build_parser', 'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'subset_names', 'load_data',
+           'cli_syntax', 'make_scorers', 'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit',
+           'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
+           'cmd_protocol', 'cmd_meta', 'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines',
+           'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -221,14 +223,28 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
-    group_weights=None, effect_ci="nct", overwrite=False,
+    group_weights=None, effect_ci="nct", overwrite=False, group_by=None,
     perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None)
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
 EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_batches", "endpoint",
                      "endpoint_concurrency", "endpoint_timeout", "api_key_env")
-NEVER_FROM_RUN_FILE = ("trust_remote_code", "model", "reference", "cache", "endpoint", "api_key_env",
-                       "address")  # --resume needs these given again
+# What `--resume` may take from a saved run.json: settings that change numbers only, never where data is read
+# from or sent to, which model or code runs, or where a key goes. Every audit option has one decision.
+RESUME_TAKES = ("format", "drop_invalid", "limit", "mapping", "perturb_turns", "kind", "seed", "permutations",
+                "alpha", "scale", "multiplicity", "group_weights", "effect_ci", "margin", "family", "two_sided",
+                "preset", "device", "dtype", "batch_size", "max_batch_tokens", "max_length", "beta", "reduction",
+                "load_in", "report", "by", "group_by")
+RESUME_NEEDS_AGAIN = ("data", "conditions", "perturbations", "model", "scorer", "reference", "cache",
+                      "trust_remote_code", "endpoint", "endpoint_model", "endpoint_tokenizer", "endpoint_api",
+                      "api_key_env", "rewriter_model", "rewriter_url", "rewriter_name")  # never taken: given again
+RESUME_CHECKS = ("data", "conditions", "perturbations")  # given again, they must match the saved run
+RESUME_THIS_COMMAND = ("out", "resume", "overwrite", "debug", "quiet", "engine", "address", "workers",
+                       "gpus_per_worker", "unit_batches", "endpoint_concurrency",
+                       "endpoint_timeout")  # from this command only: never taken, never needed again
+RESUME_DECISIONS = {**{k: "take" for k in RESUME_TAKES}, **{k: "give again" for k in RESUME_NEEDS_AGAIN},
+                    **{k: "this command" for k in RESUME_THIS_COMMAND}}
+NEVER_FROM_RUN_FILE = RESUME_NEEDS_AGAIN
 
 
 def _absolute_paths(args: dict) -> dict:
@@ -338,6 +354,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "controlled=0.8,stylized=0.5; its FDR is measured and reported unless mean(1/q) <= 1")
     g.add_argument("--effect-ci", choices=["nct", "bca"], default=S,
                    help="d_z interval: nct (noncentral t, assumes normal differences; default) or bca (bootstrap)")
+    g.add_argument("--group-by", default=S, metavar="COLUMN",
+                   help="data column whose equal values form a cluster of pairs tested as one unit (default: "
+                        "group_id when the data have it, else the prompt; --group-by id tests every pair alone)")
     g.add_argument("--margin", type=_margin, default=S, help="effect-size margin for UNSUITABLE (default 0.2; or auto)")
     g.add_argument("--family", choices=["subset", "model"], default=S,
                    help="FDR family: one model x one subset (default) or one model with subsets pooled")
@@ -351,8 +370,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", required=False, default=S, help="output folder (results, cache, report)")
     g.add_argument("--cache", default=S, help="score cache file (default <out>/scores.sqlite)")
     g.add_argument("--resume", action="store_true", default=False,
-                   help="continue the run saved in --out with its saved arguments (--model, --reference, --cache "
-                        "and --trust-remote-code must be given again)")
+                   help="continue the run saved in --out with its saved statistical settings (--data, --model, "
+                        "--scorer, --perturbations, --cache, endpoints, rewriters and --trust-remote-code are never "
+                        "taken from the folder: give them again)")
     g.add_argument("--overwrite", action="store_true", default=S,
                    help="replace a run of other data already in --out (otherwise such a folder is refused)")
     g.add_argument("--no-report", dest="report", action="store_false", default=S, help="skip the HTML report")
@@ -524,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "0.05 with --conventions blog)")
     pr.add_argument("--conventions", choices=["package", "blog"], default="package",
                     help="package (default) or blog: the published rm_report's conventions (RM ties wrong, "
-                         "variance ddof 0, domain = mean of prompts, tau 0.05, accuracy pooled over pairs)")
+                         "variance ddof 0 of z = (r - mean)/(sd + 1e-8), domain = mean of prompts, tau 0.05)")
     pr.add_argument("--n-boot", type=_positive_int("n-boot"), default=2000,
                     help="bootstrap resamples of prompts for the accuracy interval (default 2000)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
@@ -569,6 +589,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 # %% ../nbs/10_cli.ipynb #34f19b68
+def _was_set(key: str, value: Any) -> bool:
+    "True when a saved option holds something other than its default (so resuming must be told it again)."
+    return value not in (None, False, "", [], "none") and value != AUDIT_DEFAULTS.get(key)
+
+
+def _flags(keys: Sequence[str], saved: dict) -> str:
+    "The options `keys` with their saved values, as a user would type them (control characters removed)."
+    from reward_auditor.safety import plain_line
+    def one(k):
+        v = saved[k]
+        vals = "" if v is True else " " + " ".join(map(str, v if isinstance(v, list) else [v]))
+        return plain_line(f"--{k.replace('_', '-')}{vals[:300]}")
+    return " ".join(one(k) for k in keys)
+
+
 def resolve_audit_args(given: dict) -> dict:
     "Merge defaults, the saved run (with --resume) and the given arguments; check what must be there."
     given = {k: v for k, v in given.items() if k not in ("command", "debug", "quiet")}
@@ -589,21 +624,17 @@ def resolve_audit_args(given: dict) -> dict:
         except (ValueError, UnicodeError, AssertionError, RecursionError):
             raise CLIError(f"{f} cannot be read (truncated or not a run file); start the run again without "
                            "--resume: scores already in the cache are reused", "--resume") from None
-        again = [k for k in NEVER_FROM_RUN_FILE if saved.get(k) and k not in given]
+        again = [k for k in RESUME_NEEDS_AGAIN if _was_set(k, saved.get(k)) and k not in given]
         if again:
-            flags = " ".join(f"--{k.replace('_', '-')}" + ("" if k == "trust_remote_code" else
-                             " " + " ".join(map(str, saved[k] if isinstance(saved[k], list) else [saved[k]])))
-                             for k in again)
-            raise CLIError(f"resuming needs {flags} again: model code, models and caches are never taken from a "
-                           f"saved run folder", "--resume")
-        saved = {k: v for k, v in saved.items() if k not in (*NEVER_FROM_RUN_FILE, "overwrite")}
+            raise CLIError(f"resuming needs {_flags(again, saved)} again: data, models, code, caches, endpoints "
+                           "and rewriters are never taken from a saved run folder", "--resume")
         given = _absolute_paths(given)
-        for k, v in given.items():
-            if k in EXECUTION_OPTIONS:
-                continue  # how the scores are computed may change between runs; what is computed may not
-            if k in saved and k != "out" and saved[k] != v:
-                raise CLIError(f"--{k.replace('_', '-')} {v!r} differs from the saved run's {saved[k]!r}; drop it "
-                               f"to resume, or use a new --out", str(f))
+        for k, v in given.items():  # what is computed may not change; how, where from and with what may
+            if k in (*RESUME_TAKES, *RESUME_CHECKS) and k in saved and saved[k] != v:
+                from reward_auditor.safety import plain_line
+                raise CLIError(f"--{k.replace('_', '-')} {plain_line(repr(v))[:200]} differs from the saved run's "
+                               f"{plain_line(repr(saved[k]))[:200]}; drop it to resume, or use a new --out", str(f))
+        saved = {k: saved[k] for k in RESUME_TAKES if k in saved}  # the allow-list: nothing else is taken
     args = {**AUDIT_DEFAULTS, **saved, **given, "out": str(out)}
     if args.get("preset") == "paper-code":  # the official code tests one tail; its output has no IMPROVES
         if {**saved, **given}.get("two_sided") is True:
@@ -678,24 +709,56 @@ def limit_pairs(frame, n: int, seed: int = 0):
     return out
 
 
+def subset_names(files: Sequence[str]) -> list[str]:
+    "Each file's subset name: its stem, or the shortest ending of its path that no other file shares."
+    import os
+    paths = [Path(os.path.abspath(f)) for f in files]
+    twice = next((f for f, p in zip(files, paths) if paths.count(p) > 1), None)
+    if twice is not None:
+        raise CLIError(f"{twice} is given twice; give each data file once", "--data")
+
+    def label(p: Path, depth: int, suffix: bool) -> str:
+        return "/".join([*p.parts[-depth:-1], p.name if suffix else p.stem]) if depth > 1 else (
+            p.name if suffix else p.stem)
+    out = []
+    for i, p in enumerate(paths):
+        others = [q for j, q in enumerate(paths) if j != i]
+        for depth in range(1, len(p.parts) + 1):
+            name = next((label(p, depth, sfx) for sfx in (False, True) if label(p, depth, sfx) not in
+                         {label(q, depth, s) for q in others for s in (False, True)}), None)
+            if name is not None:
+                break
+        else:
+            raise CLIError(f"{files[i]}: no subset name tells it apart from the other data files; rename one",
+                           "--data")
+        out.append(name)
+    return out
+
+
 def load_data(paths: str | Sequence[str], format: str | None = None, errors: str = "raise",
               limit: int | None = None, seed: int = 0, columns: dict | None = None):
     "Load one or several --data sources into one validated frame (each file its own subset unless named)."
     import pandas as pd
     from reward_auditor.data import load_preferences, validate
+    from reward_auditor.audit import dropped_record
     files = data_files(paths)
+    dropped = {}
     if len(files) == 1:
         frame = load_preferences(files[0], format=format, errors=errors, columns=columns)
+        dropped[files[0]] = dropped_record(frame)
     else:
         parts = []
-        for f in files:
-            part = load_preferences(f, format=format, errors=errors, subset=Path(f).stem, columns=columns)
-            parts.append(part.assign(_file=Path(f).stem))
+        for f, name in zip(files, subset_names(files)):
+            part = load_preferences(f, format=format, errors=errors, subset=name, columns=columns)
+            dropped[f] = dropped_record(part)
+            parts.append(part.assign(_file=name))
         frame = pd.concat(parts, ignore_index=True)
         ids = frame["id"].astype(str)
         clash = ids.duplicated(keep=False)
         frame.loc[clash, "id"] = frame.loc[clash, "_file"] + ":" + ids[clash]
         frame = validate(frame.drop(columns="_file"), ", ".join(files), errors=errors)
+        dropped[", ".join(files)] = dropped_record(frame)
+    frame.attrs["dropped_invalid"] = {k: v for k, v in dropped.items() if v}  # for the manifest and results.json
     if limit is not None:
         frame = limit_pairs(frame, limit, seed)
     frame.attrs["source"] = ", ".join(files) + (f" (limit {limit}, seed {seed})" if limit else "")
@@ -842,10 +905,10 @@ def add_comparison(result, out: Path) -> None:
     if result.table["model"].nunique() < 2:
         return
     from reward_auditor.compare import compare
-    from reward_auditor.safety import atomic_write
+    from reward_auditor.safety import atomic_write, run_file
     summary = json.loads((out / "results.json").read_text(encoding="utf-8"))
     summary["comparison"] = compare(result).to_json()
-    atomic_write(out / "results.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write(run_file(out, "results.json"), json.dumps(summary, indent=2) + "\n")
 
 
 def run_audit(args: dict, progress: bool = True) -> int:
@@ -887,8 +950,10 @@ def run_audit(args: dict, progress: bool = True) -> int:
     _check_device(args.get("device"))
     rewriter = make_rewriter(args, perturbation_names(pert) if pert is not None else [])
     scorers = make_scorers(args)
-    from reward_auditor.safety import atomic_write
-    atomic_write(out / RUN_FILE, json.dumps(_absolute_paths(args), indent=2) + "\n")
+    from reward_auditor.safety import atomic_write, run_file
+
+    def save_arguments():  # once every input is checked: a refused command leaves the folder as it was
+        atomic_write(run_file(out, RUN_FILE), json.dumps(_absolute_paths(args), indent=2) + "\n")
     import warnings
     with warnings.catch_warnings():  # these come back once, from the manifest, after the run
         warnings.filterwarnings("ignore", message="perturbation .* skipped")
@@ -902,9 +967,10 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
                        effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
                        perturb_workers=args.get("workers") or os.cpu_count(), overwrite=bool(args.get("overwrite")),
-                       perturb_turns=args.get("perturb_turns") or "final",
+                       perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
                        errors="drop" if args.get("drop_invalid") else "raise",
-                       perturb_options={"rewriter": rewriter} if rewriter is not None else None)
+                       perturb_options={"rewriter": rewriter} if rewriter is not None else None,
+                       on_start=save_arguments)
     add_comparison(result, out)
     rendered = None
     if args.get("report", True):

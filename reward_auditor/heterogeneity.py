@@ -24,8 +24,9 @@ from scipy import optimize, stats
 # %% auto #0
 __all__ = ['DEFAULT_THRESHOLDS', 'TOP_GRADE', 'HeterogeneityError', 'wilson_interval', 'read_results', 'correctness_frame',
            'contingency_table', 'bias_corrected_v', 'v_interval', 'chisq_power', 'chisq_min_n', 'chisq_min_v', 'grade',
-           'HeterogeneityResult', 'heterogeneity', 'HeterogeneityReport', 'heterogeneity_many', 'heterogeneity_cli',
-           'population_v', 'plot_subset_accuracy', 'plot_excess']
+           'HeterogeneityResult', 'rao_scott_counts', 'cluster_permutation_pvalue', 'heterogeneity',
+           'HeterogeneityReport', 'heterogeneity_many', 'heterogeneity_cli', 'population_v', 'plot_subset_accuracy',
+           'plot_excess']
 
 # %% ../nbs/11_heterogeneity.ipynb #32a513f4
 class HeterogeneityError(ValueError):
@@ -94,8 +95,8 @@ def _beats_all(chosen, rejected) -> bool:
     r = np.atleast_1d(np.asarray(rejected, dtype=float))
     return bool(c.min() > r.max())
 
-def correctness_frame(data, *, subset: str = "subset", condition: str = "orig") -> pd.DataFrame:
-    "Per-prompt frame with `subset`, boolean `correct` (and `model` when present) from any supported source."
+def correctness_frame(data, *, subset: str = "subset", condition: str = "orig", cluster: str | None = None) -> pd.DataFrame:
+    "Per-prompt frame with `subset`, boolean `correct` (and `model` when present; `cluster` from that column) from any supported source."
     if isinstance(data, (str, Path)):
         data = read_results(data)
     elif isinstance(data, list):
@@ -134,6 +135,10 @@ def correctness_frame(data, *, subset: str = "subset", condition: str = "orig") 
     out = pd.DataFrame({"subset": df[subset].astype(str), "correct": correct.astype(bool)}, index=df.index)
     if "model" in df.columns:
         out.insert(0, "model", df["model"].astype(str))
+    if cluster is not None:
+        if cluster not in df.columns:
+            raise HeterogeneityError(f"no `{cluster}` column among {list(df.columns)} to form clusters (cluster=).")
+        out["cluster"] = df[cluster].astype(str).to_numpy()
     return out.reset_index(drop=True)
 
 # %% ../nbs/11_heterogeneity.ipynb #43694ee6
@@ -282,8 +287,12 @@ class HeterogeneityResult:
         lines = [f"Subset heterogeneity: {self.model} (n = {self.n} prompts, {len(self.table)} subsets)",
                  f"chi2 = {self.statistic:.3f}, df = {self.df}, p = {self.pvalue:.3g}"
                  + ("" if self.pvalue_resampled is None else
-                    f"; resampled p = {self.pvalue_resampled:.3g} ({st.get('n_resamples')} tables, seed "
+                    f"; resampled p = {self.pvalue_resampled:.3g} ({st.get('n_resamples')} "
+                    f"{'cluster permutations' if st.get('cluster') else 'tables'}, seed "
                     f"{st.get('seed')}; some expected counts < 5)"),
+                 *([f"rows share prompts ({st['n_clusters']} clusters by `{st['cluster']}`): Rao–Scott "
+                    f"design-effect correction, effective n = {st['n_effective']:.1f}, design effects "
+                    + ", ".join(f"{k} {v:.2f}" for k, v in st["design_effects"].items())] if st.get("cluster") else []),
                  f"Cramér's V = {self.cramers_v:.3f} (bias-corrected {self.v_corrected:.3f}, "
                  f"{st.get('level', 0.95):.0%} CI {self.v_ci[0]:.3f}–{self.v_ci[1]:.3f})",
                  f"power to detect V = {st.get('v_target', 0.1):g} at alpha {st.get('alpha', 0.05):g}: "
@@ -341,11 +350,66 @@ class HeterogeneityResult:
         return cls(table=table, subsets=read_frame(_need(p, "subsets.parquet", "a heterogeneity result")), **d)
 
 # %% ../nbs/11_heterogeneity.ipynb #079b7564
+def _cluster_frame(data, table: pd.DataFrame, subset: str, condition: str, cluster: str) -> pd.DataFrame | None:
+    "Per-cluster counts (cluster, subset, right rows y, rows m) of the tested subsets, or None when every cluster has one row."
+    cf = correctness_frame(data, subset=subset, condition=condition, cluster=cluster)
+    cf = cf[cf["subset"].isin(table.index.astype(str))]
+    g = cf.groupby("cluster", sort=False).agg(subset=("subset", "first"), subsets=("subset", "nunique"),
+                                              y=("correct", "sum"), m=("correct", "size")).reset_index()
+    if (g["subsets"] > 1).any():
+        bad = g.loc[g["subsets"] > 1, "cluster"].iloc[0]
+        raise HeterogeneityError(f"cluster {bad!r} spans several subsets; a prompt must belong to one subset.")
+    return None if (g["m"] == 1).all() else g.drop(columns="subsets")
+
+
+def rao_scott_counts(clusters: pd.DataFrame, subsets) -> tuple[pd.DataFrame, pd.Series]:
+    "Rao–Scott (1992) adjusted correct/incorrect counts per subset (counts / design effect) and the design effects."
+    rows, deffs = [], {}
+    for s_ in subsets:
+        g = clusters[clusters["subset"] == str(s_)]
+        y, m = g["y"].to_numpy(float), g["m"].to_numpy(float)
+        n_s, G = m.sum(), len(g)
+        p = y.sum() / n_s
+        v_srs = p * (1 - p) / n_s
+        v_cl = G / (G - 1) * float(((y - p * m) ** 2).sum()) / n_s ** 2 if G > 1 else float("nan")
+        d = v_cl / v_srs if v_srs > 0 and np.isfinite(v_cl) else 1.0   # all right (or all wrong), or one prompt: no correction
+        deffs[s_] = d
+        rows.append((y.sum() / d, (n_s - y.sum()) / d))
+    adj = pd.DataFrame(rows, index=pd.Index(list(subsets), name="subset"), columns=["correct", "incorrect"])
+    return adj, pd.Series(deffs, name="design_effect")
+
+
+def cluster_permutation_pvalue(clusters: pd.DataFrame, subsets, n_resamples: int = 9999, seed: int = 0) -> float:
+    "p-value of the row-level χ² when whole clusters' subset labels are permuted (seeded, (b + 1)/(R + 1))."
+    codes = pd.Categorical(clusters["subset"], categories=[str(x) for x in subsets]).codes
+    y, m = clusters["y"].to_numpy(float), clusters["m"].to_numpy(float)
+    S, G = len(subsets), len(codes)
+    p = y.sum() / m.sum()
+
+    def chi2(Y, N):
+        return ((Y - N * p) ** 2 / (N * p * (1 - p))).sum(axis=-1)
+
+    obs = chi2(np.bincount(codes, y, S)[None], np.bincount(codes, m, S)[None])[0]
+    rng = np.random.default_rng(seed)
+    hits, done = 0, 0
+    while done < n_resamples:
+        b = min(500, n_resamples - done)
+        perm = codes[np.argsort(rng.random((b, G)), axis=1)]
+        rows_ = np.repeat(np.arange(b), G)
+        Y, N = np.zeros((b, S)), np.zeros((b, S))
+        np.add.at(Y, (rows_, perm.ravel()), np.tile(y, b))
+        np.add.at(N, (rows_, perm.ravel()), np.tile(m, b))
+        hits += int((chi2(Y, N) >= obs * (1 - 1e-12)).sum())
+        done += b
+    return (hits + 1) / (n_resamples + 1)
+
+# %% ../nbs/11_heterogeneity.ipynb #09bffe10
 def heterogeneity(data, *, model: str | None = None, subset: str = "subset", drop_subsets: Sequence[str] = ("Ties",),
                   condition: str = "orig", alpha: float = 0.05, v_target: float = 0.10,
                   thresholds: Mapping[str, float] | None = None, min_power: float = 0.80, level: float = 0.95,
-                  resample: bool | None = None, n_resamples: int = 9999, seed: int = 0) -> HeterogeneityResult:
-    "χ² test that correctness is independent of subset, with Cramér's V, power, grade and per-subset accuracy."
+                  resample: bool | None = None, n_resamples: int = 9999, seed: int = 0,
+                  cluster: str | None = None) -> HeterogeneityResult:
+    "χ² test that correctness is independent of subset, with Cramér's V, power, grade and per-subset accuracy; `cluster` names the column of rows that share a prompt (Rao–Scott corrected)."
     if isinstance(getattr(data, "items", None), pd.DataFrame):        # an AuditResult: test its per-item margins
         data = data.items
     if model is not None and isinstance(data, pd.DataFrame) and "model" in data.columns:
@@ -363,20 +427,30 @@ def heterogeneity(data, *, model: str | None = None, subset: str = "subset", dro
                                  "the test needs both outcomes.")
     r, c = obs.shape
     n = int(obs.sum())
-    res = stats.chi2_contingency(obs)                      # Yates only when df = 1
+    clus = _cluster_frame(data, table, subset, condition, cluster) if cluster is not None else None
+    deff = None
+    test_obs = obs
+    if clus is not None:          # rows share prompts: test the Rao–Scott adjusted counts instead
+        adj, deff = rao_scott_counts(clus, table.index)
+        test_obs = adj.to_numpy()
+    res = stats.chi2_contingency(test_obs)                 # Yates only when df = 1
     chi2_u = float(stats.chi2_contingency(obs, correction=False).statistic)
+    chi2_t = float(stats.chi2_contingency(test_obs, correction=False).statistic)
+    n_t = float(test_obs.sum())                            # the effective sample size (n when unclustered)
     k = min(r, c)
     if resample is None:
         resample = bool((res.expected_freq < 5).any())
     p_mc = None
-    if resample:
+    if resample and clus is not None:
+        p_mc = cluster_permutation_pvalue(clus, table.index, n_resamples, seed)
+    elif resample:
         method = stats.MonteCarloMethod(n_resamples=n_resamples, rng=np.random.default_rng(seed))
         p_mc = float(stats.chi2_contingency(obs, correction=False, method=method).pvalue)
     v = math.sqrt(chi2_u / (n * (k - 1)))
-    power = chisq_power(n, int(res.dof), v_target, k, alpha)
+    power = chisq_power(n_t, int(res.dof), v_target, k, alpha)
     thresholds = dict(thresholds or DEFAULT_THRESHOLDS)
     acc = obs[:, 0] / obs.sum(axis=1)
-    lo, hi = wilson_interval(obs[:, 0], obs.sum(axis=1), level)
+    lo, hi = wilson_interval(test_obs[:, 0], test_obs.sum(axis=1), level)
     subsets = pd.DataFrame({"subset": table.index, "n": obs.sum(axis=1), "correct": obs[:, 0],
                             "accuracy": acc, "lo": lo, "hi": hi})
     iw, ist = int(np.argmin(acc)), int(np.argmax(acc))
@@ -384,14 +458,18 @@ def heterogeneity(data, *, model: str | None = None, subset: str = "subset", dro
     return HeterogeneityResult(
         model=model, table=table, n=n, statistic=float(res.statistic), df=int(res.dof), pvalue=float(res.pvalue),
         pvalue_resampled=p_mc, cramers_v=v, v_corrected=bias_corrected_v(chi2_u, n, r, c),
-        v_ci=v_interval(chi2_u, n, int(res.dof), k, level), power=power,
+        v_ci=v_interval(chi2_t, n_t, int(res.dof), k, level), power=power,
         grade=grade(v * math.sqrt(k - 1), power, thresholds, min_power,
                     significant=(p_mc if p_mc is not None else float(res.pvalue)) <= alpha),
         accuracy=float(obs[:, 0].sum() / n),
         subsets=subsets, weakest=str(table.index[iw]), strongest=str(table.index[ist]),
         gap=float(acc[ist] - acc[iw]), gap_ci=gap_ci,
         settings=dict(alpha=alpha, v_target=v_target, thresholds=thresholds, min_power=min_power, level=level,
-                      n_resamples=n_resamples if resample else None, seed=seed, dropped=dropped))
+                      n_resamples=n_resamples if resample else None, seed=seed, dropped=dropped,
+                      **({} if clus is None else {
+                          "cluster": cluster, "n_clusters": int(clus["cluster"].nunique()),
+                          "design_effects": {str(k_): float(v_) for k_, v_ in deff.items()},
+                          "n_effective": n_t, "chi2_unadjusted": chi2_u})))
 
 # %% ../nbs/11_heterogeneity.ipynb #f76bd2ad
 def _bh(p) -> np.ndarray:

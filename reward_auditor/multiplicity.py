@@ -228,9 +228,25 @@ def adjust_tails(p_greater, p_less=None, method: str = "bh", groups=None, alpha:
     return out[0], out[1]
 
 # %% ../nbs/02_multiplicity.ipynb #e3a926b5
+def _clustered_pvalues(mu: np.ndarray, rho: float, clusters, reps: int, rng, B: int = 999):
+    "Both tails' p-values (reps × L each) of cluster sign-flip tests on simulated clustered items (ICC ½, test correlation ρ)."
+    from reward_auditor import stats as ra_stats
+    m = np.asarray(clusters, np.int64)
+    G, N, L = m.size, int(m.sum()), mu.size
+    cid = np.repeat(np.arange(G), m)
+    u = np.sqrt(rho) * rng.standard_normal((reps, G, 1)) + np.sqrt(1 - rho) * rng.standard_normal((reps, G, L))
+    scale = np.sqrt(float((m * m + m).sum())) / N      # a shift of mu is mu SDs of the cluster-sum statistic
+    d = u[:, cid, :] + rng.standard_normal((reps, N, L)) + mu * scale
+    D = d.transpose(1, 0, 2).reshape(N, reps * L)
+    sf = ra_stats.signflip_tests(np.hstack([D, -D]), B=B, seed=int(rng.integers(2 ** 62)), cluster_ids=cid,
+                                 exact="auto" if G <= 12 else False)
+    return sf.pvalue[: reps * L].reshape(reps, L), sf.pvalue[reps * L:].reshape(reps, L)
+
+
 def simulate_family(method: str = "bh", group_sizes=(5, 5), *, two_sided: bool = True, alpha: float = 0.05,
-                    rho: float = 0.0, shift=None, reps: int = 2000, seed=0, split: bool = True, **kw) -> dict:
-    "Simulated any-verdict rate, FDR over both tails and power of one family (z-tests, correlation ρ), with SEs."
+                    rho: float = 0.0, shift=None, reps: int = 2000, seed=0, split: bool = True, clusters=None,
+                    **kw) -> dict:
+    "Simulated any-verdict rate, FDR over both tails and power of one family (z-tests, correlation ρ; or cluster sign-flip tests on items in `clusters`), with SEs."
     from scipy.stats import norm
     sizes = [int(s) for s in group_sizes]
     L = sum(sizes)
@@ -240,8 +256,11 @@ def simulate_family(method: str = "bh", group_sizes=(5, 5), *, two_sided: bool =
         kw["weights"] = {f"g{j}": float(v) for j, v in enumerate(w)}
     mu = np.zeros(L) if shift is None else np.asarray(shift, np.float64)
     rng = np.random.default_rng(seed)
-    z = mu + np.sqrt(rho) * rng.standard_normal((reps, 1)) + np.sqrt(1 - rho) * rng.standard_normal((reps, L))
-    Pg, Pl = norm.sf(z), norm.cdf(z)
+    if clusters is None:
+        z = mu + np.sqrt(rho) * rng.standard_normal((reps, 1)) + np.sqrt(1 - rho) * rng.standard_normal((reps, L))
+        Pg, Pl = norm.sf(z), norm.cdf(z)
+    else:   # the family as the audit runs it: items in clusters, each test a cluster sign-flip test
+        Pg, Pl = _clustered_pvalues(mu, rho, clusters, reps, rng)
     fdp, anyv, pw = np.empty(reps), np.empty(reps), np.empty(reps)
     alt = mu != 0
     for i in range(reps):
@@ -283,7 +302,7 @@ def is_proven(method: str, groups=None, weights=None) -> bool:
 
 @lru_cache(maxsize=64)
 def _measure(method: str, labels: tuple, sizes: tuple, two_sided: bool, alpha: float, weights: tuple | None,
-             reps: int, seed: int) -> tuple:
+             reps: int, seed: int, clusters: tuple | None = None) -> tuple:
     kw = {"weights": list(weights)} if weights is not None else {}
     L = sum(sizes)
     planted = np.zeros(L)
@@ -292,20 +311,22 @@ def _measure(method: str, labels: tuple, sizes: tuple, two_sided: bool, alpha: f
     for j, (rho, shift, what) in enumerate([(0.0, None, "global null"), (0.5, None, "global null"),
                                             (0.0, planted, "planted"), (0.5, planted, "planted")]):
         r = simulate_family(method, sizes, two_sided=two_sided, alpha=alpha, rho=rho, shift=shift, reps=reps,
-                            seed=seed + j, **kw)
+                            seed=seed + j, clusters=clusters, **kw)
         cells.append((what, rho, r["fdr"], r["fdr_se"], r["any_verdict"]))
     return tuple(cells)
 
 
 def measured_fdr(method: str, groups, *, two_sided: bool = True, alpha: float = 0.05, weights=None,
-                 reps: int = 2000, seed: int = 0) -> dict:
-    "Simulated FDR of `method` on a family with these group labels (global null and planted, ρ ∈ {0, 0.5})."
+                 reps: int = 2000, seed: int = 0, clusters=None) -> dict:
+    "Simulated FDR of `method` on a family with these group labels (global null and planted, ρ ∈ {0, 0.5}); `clusters` (pairs per cluster) simulates clustered items."
     labels, sizes = np.unique(np.asarray(groups, dtype=str), return_counts=True)
     w = tuple(float(weights[str(l)]) for l in labels) if isinstance(weights, dict) else None
+    cl = None if clusters is None else tuple(int(c) for c in clusters)
     cells = _measure(method, tuple(labels.tolist()), tuple(int(s) for s in sizes), bool(two_sided), float(alpha), w,
-                     int(reps), int(seed))
+                     int(reps), int(seed), cl)
     worst = max(cells, key=lambda c: c[2])
     return {"method": method, "L": int(sizes.sum()), "groups": dict(zip(labels.tolist(), map(int, sizes))),
+            **({} if cl is None else {"clusters": {"n_clusters": len(cl), "pairs": int(sum(cl))}}),
             "tails": "two-sided" if two_sided else "one-sided", "alpha": float(alpha), "reps": int(reps),
             "seed": int(seed), "proven": is_proven(method, groups, weights),
             "cells": [dict(config=c[0], rho=c[1], fdr=c[2], se=c[3], any_verdict=c[4]) for c in cells],

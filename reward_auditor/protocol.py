@@ -185,11 +185,14 @@ def onpolicy_accuracy(counts: pd.DataFrame, *, level: float = 0.95, n_boot: int 
             "rm_tie_share": float(counts["rm_ties"].sum() / max(1, counts["pairs"].sum()))}
 
 # %% ../nbs/13_protocol.ipynb #ff3e6d99
-def reward_variance(frame: pd.DataFrame, *, tau: float = 0.1, ddof: int = 1) -> dict:
-    "Per-prompt variance of globally z-scored rewards for one RM: mean, median, quartiles, low and zero shares."
+def reward_variance(frame: pd.DataFrame, *, tau: float = 0.1, ddof: int = 1, sd_eps: float = 0.0) -> dict:
+    "Per-prompt variance of globally z-scored rewards (divided by sd + `sd_eps`) for one RM: mean, median, quartiles, low and zero shares."
     r = frame["reward"].to_numpy(dtype=float)
     sd = r.std()
-    z = (r - r.mean()) / sd if sd > 0 else np.zeros_like(r)
+    if sd_eps > 0:                                   # the blog's z-scoring: (r − mean) / (sd + eps), always defined
+        z = (r - r.mean()) / (sd + sd_eps)
+    else:
+        z = (r - r.mean()) / sd if sd > 0 else np.zeros_like(r)
     g = frame.assign(z=z).groupby("prompt_id", sort=False)
     var = g["z"].var(ddof=ddof).to_numpy()
     zero = (g["reward"].max() == g["reward"].min()).to_numpy()
@@ -299,8 +302,8 @@ def best_of_n_curve(frame: pd.DataFrame, ns: Sequence[int] | None = None) -> pd.
 
 # %% ../nbs/13_protocol.ipynb #00af5b76
 CONVENTIONS: dict[str, dict] = {
-    "package": dict(rm_tie=0.5, var_ddof=1, domain="pooled", tau=0.1, accuracy="macro"),
-    "blog": dict(rm_tie=0.0, var_ddof=0, domain="mean_of_prompts", tau=0.05, accuracy="pooled"),
+    "package": dict(rm_tie=0.5, var_ddof=1, domain="pooled", tau=0.1, accuracy="macro", sd_eps=0.0),
+    "blog": dict(rm_tie=0.0, var_ddof=0, domain="mean_of_prompts", tau=0.05, accuracy="macro", sd_eps=1e-8),
 }
 
 
@@ -459,7 +462,7 @@ def protocol_report(samples: pd.DataFrame, rewards=None, *, gold: str = "gold", 
             sm = rmbench_style_matrix(*style_scores[m])
         results[m] = ProtocolResult(m, onpolicy_accuracy(counts, level=level, n_boot=n_boot, seed=seed,
                                                          pooling=cv["accuracy"]),
-                                    reward_variance(f, tau=tau, ddof=cv["var_ddof"]),
+                                    reward_variance(f, tau=tau, ddof=cv["var_ddof"], sd_eps=cv["sd_eps"]),
                                     domain_accuracy(counts, level=level, pooling=cv["domain"]),
                                     best_of_n_curve(f, ns), flips, sm)
     table = pd.DataFrame([r.row() for r in results.values()])

@@ -27,11 +27,11 @@ from . import plots
 # %% auto #0
 __all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html',
            'header_html', 'warnings_html', 'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html',
-           'below_chance_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html',
-           'control_notes', 'subset_heterogeneity', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session',
-           'template_path', 'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind',
-           'save_diagnostic', 'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
-           'comparison_figures', 'figure_html', 'comparison_page']
+           'below_chance_html', 'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html',
+           'top_degraded_html', 'control_notes', 'subset_heterogeneity', 'manifest_html', 'kernel_name',
+           'ReportSession', 'report_session', 'template_path', 'RenderedReport', 'to_html', 'render',
+           'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic', 'render_diagnostic',
+           'frame_html', 'comparison_of', 'comparison_html', 'comparison_figures', 'figure_html', 'comparison_page']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -104,11 +104,21 @@ def _error_rate(manifest: dict) -> str:
     return text
 
 
+def _clusters_text(data: dict) -> str:
+    "' in G clusters (…)' when pairs share a cluster, so the reader sees the unit the tests treat as independent."
+    c = data.get("clusters") or {}
+    if not c or c.get("n", 0) >= data.get("n_items", 0):
+        return ""
+    by = {"group_id": "a group_id", "prompt": "a prompt"}.get(c.get("by"), f"a {c.get('by')} value")
+    return (f" in {c['n']} clusters (pairs sharing {by}; up to {c.get('largest')} pairs each; each test flips "
+            "whole clusters)")
+
+
 def header_html(result: AuditResult) -> str:
     "A one-table summary of what was audited with which settings (the template carries the title)."
     m, t = result.manifest, result.table
     s, d = m.get("settings", {}), m.get("data", {})
-    rows = [("data", f"{d.get('source', '?')}: {d.get('n_items', '?')} items, subsets "
+    rows = [("data", f"{d.get('source', '?')}: {d.get('n_items', '?')} items{_clusters_text(d)}, subsets "
                      + ", ".join(f"{k} ({v})" for k, v in (d.get("subsets") or {}).items())),
             ("scorers", ", ".join(f"{k} [{v.get('fingerprint', '')}]" for k, v in m.get("models", {}).items())),
             ("perturbations", ", ".join(plots.perturbation_order(t["perturbation"]))),
@@ -255,10 +265,31 @@ def below_chance_html(table: pd.DataFrame) -> str:
             f"about keeping that preference under perturbation is not meaningful here.<ul>{items}</ul></div>")
 
 
+def rewardbench2_html(manifest: dict) -> str:
+    "RewardBench 2's own score per model and subset beside the audit's pair accuracy, each with its chance level."
+    rows = manifest.get("rewardbench2") or []
+    if not rows:
+        return ""
+    num = lambda x, f="{:.3f}": "–" if x is None else f.format(x)
+    body = "".join(
+        f"<tr><td style='text-align:left'>{esc(r['model'])}</td><td style='text-align:left'>{esc(r['subset'])}</td>"
+        f"<td>{r['rows']}</td><td>{num(r['score'])}</td><td>{num(r['score_chance'])}</td>"
+        f"<td>{num(r['pair_accuracy'])}</td><td>{num(r['pair_chance'], '{:g}')}</td>"
+        f"<td style='text-align:left'>{esc(r['rule'])}</td></tr>" for r in rows)
+    return ("<details open><summary><b>RewardBench 2's own score</b></summary><p>RewardBench 2 scores a row, not a "
+            "pair: right when the chosen answer scores highest of all its answers (chance 1 in 1 + the number of "
+            "rejected answers, 0.25 for four), with 1/k credit when it ties k − 1 others for the top; its Ties "
+            "subset has a composite of its own (chance estimated from random scores on the same rows), and its "
+            "headline is the mean over subsets. The audit's accuracy counts the expanded pairs (chance 0.5).</p>"
+            "<table><tr><th>model</th><th>subset</th><th>rows</th><th>RewardBench 2 score</th><th>chance</th>"
+            "<th>audit pair accuracy</th><th>chance</th><th>rule</th></tr>" + body + "</table></details>")
+
+
 def truth_html(result: AuditResult) -> str:
     "Everything a reader needs to read the numbers right: legend, truncation, changed items, style matrix, chance."
     return "".join([below_chance_html(result.table), legend_html(result), truncation_html(result.manifest),
-                    changes_html(result.table), style_matrix_html(result.manifest)])
+                    changes_html(result.table), style_matrix_html(result.manifest),
+                    rewardbench2_html(result.manifest)])
 
 
 def risk_display(table: pd.DataFrame) -> pd.DataFrame:
@@ -601,7 +632,11 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
         params = {"run_dir": str(run_dir.resolve())}
         name = name or ("report" if by == "model" else "report-by-subset")
     out = Path(out) if out is not None else run_dir
-    return execute_template(template, params, out, name, source=run_dir, timeout=timeout, progress=progress)
+    rendered = execute_template(template, params, out, name, source=run_dir, timeout=timeout, progress=progress)
+    if out.resolve() == run_dir.resolve():  # the manifest knows the reports beside it: a later run removes only them
+        from reward_auditor.audit import record_reports
+        record_reports(run_dir, rendered.html.name, rendered.notebook.name)
+    return rendered
 
 
 def execute_template(template: str, params: dict, out: str | Path, name: str, source: Any = None,
@@ -611,7 +646,8 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
     import papermill as pm
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    nb_path, html_path = out / f"{name}.ipynb", out / f"{name}.html"
+    from reward_auditor.safety import run_file
+    nb_path, html_path = run_file(out, f"{name}.ipynb"), run_file(out, f"{name}.html")  # never through a link
     import reward_auditor
     pkg_parent = str(Path(reward_auditor.__file__).resolve().parent.parent)
     old = os.environ.get("PYTHONPATH")

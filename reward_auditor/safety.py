@@ -12,6 +12,7 @@ import hashlib
 import html
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -19,8 +20,8 @@ from typing import Any, Callable
 import pandas as pd
 
 # %% auto #0
-__all__ = ['LOCK_FILE', 'SafetyError', 'atomic_write', 'file_sha256', 'RunLock', 'InputFileError', 'reading', 'check_utf8',
-           'private_dir', 'md_escape', 'plain_line', 'csv_safe', 'write_csv']
+__all__ = ['LOCK_FILE', 'SafetyError', 'atomic_write', 'file_sha256', 'run_file', 'RunLock', 'InputFileError', 'reading',
+           'check_utf8', 'private_dir', 'md_escape', 'plain_line', 'csv_safe', 'write_csv']
 
 # %% ../nbs/16_safety.ipynb #89a2480a
 class SafetyError(ValueError):
@@ -70,6 +71,30 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 # %% ../nbs/16_safety.ipynb #2dad5f8c
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def run_file(folder: str | os.PathLike, name: str | os.PathLike) -> Path:
+    "`folder/name` once checked to be absent or a regular, singly linked file inside `folder` → that path."
+    folder = Path(folder)
+    path = folder / name
+    root, parent = folder.resolve(), path.parent.resolve()
+    if not _inside(parent, root):
+        raise SafetyError(f"{path} lies outside the run folder {folder} (its path leads to {parent}); the package "
+                          "writes only inside the run folder: remove the link or choose another folder")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    what = ("a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file" if not stat.S_ISREG(st.st_mode)
+            else "a hard link to another file" if st.st_nlink > 1 else None)
+    if what is not None:
+        raise SafetyError(f"{path} is {what}; the package writes only its own regular files in a run folder: "
+                          "remove it or choose another folder")
+    return path
+
+# %% ../nbs/16_safety.ipynb #f1a57df5
 LOCK_FILE = ".lock"
 
 
@@ -90,8 +115,7 @@ class RunLock:
             RunLock._held[self._key][1] += 1
             self._fd = RunLock._held[self._key][0]
             return self
-        path = self.folder / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(run_file(self.folder, LOCK_FILE))
         try:
             import fcntl
         except ImportError:  # no flock on this platform: the folder is not locked
@@ -123,13 +147,35 @@ class RunLock:
         held[1] -= 1
         if held[1] == 0:
             del RunLock._held[self._key]
-            os.close(held[0])  # closing the descriptor drops the flock
+            try:
+                os.ftruncate(held[0], 0)  # no process id left behind: the folder is as the lock found it
+            finally:
+                os.close(held[0])  # closing the descriptor drops the flock
 
     def __enter__(self):
         return self.acquire()
 
     def __exit__(self, *exc):
         self.release()
+
+
+def _open_lock(path: Path) -> int:
+    "Open (or create) a lock file without following a link; refuse anything but a regular, singly linked file."
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | \
+        getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise SafetyError(f"{path} is a symbolic link; remove it (the lock is never taken through a link)") \
+                from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise SafetyError(f"{path} is not the folder's own lock file (not a regular file, or linked elsewhere); "
+                          "remove it")
+    return fd
 
 # %% ../nbs/16_safety.ipynb #527c3753
 class InputFileError(SafetyError):

@@ -19,8 +19,9 @@ from scipy import optimize
 __all__ = ['SCALES', 'CI_METHODS', 'STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'StatsError', 'confidence',
            'judge_confidence', 'position_bias', 'paired_differences', 'hedges_j', 'nct_ci', 'bca_ci', 'EffectSizes',
            'effect_sizes', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix', 'SignFlipResult', 'SignFlipResults',
-           'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue', 'WilcoxonResult', 'wilcoxon_signed_rank',
-           'TTestResult', 'paired_t', 'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report']
+           'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue', 'cluster_index', 'cluster_sums',
+           'cluster_bca_ci', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t', 'NormalityResult',
+           'normality', 'stars', 'margin_test', 'risk_report']
 
 # %% ../nbs/01_stats.ipynb #4a1ba1a5
 class StatsError(ValueError):
@@ -180,20 +181,23 @@ class EffectSizes:
     ci_high: float
     ci_level: float | None = 0.95
     ci_method: str = "nct"
+    n_clusters: int | None = None
 
 
 def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None = 0.95, ci_method: str = "nct",
-                 n_boot: int = 2000, seed=0) -> EffectSizes:
-    "Paired effect sizes of `M` vs `M'` (or differences `m`); CI for d_z by 'nct' (normal d) or 'bca' bootstrap."
+                 n_boot: int = 2000, seed=0, cluster_ids=None) -> EffectSizes:
+    "Paired effect sizes of `M` vs `M'` (or differences `m`); CI for d_z by 'nct', 'bca', or a cluster bootstrap when pairs share clusters."
     if ci_method not in CI_METHODS:
         raise StatsError(f"unknown ci_method {ci_method!r}: choose one of {list(CI_METHODS)}")
     if m_pert is None:
         d = np.asarray(m, np.float64)
-        n_dropped = int((~np.isfinite(d)).sum())
-        d = d[np.isfinite(d)]
+        keep = np.isfinite(d)
+        n_dropped = int((~keep).sum())
+        d = d[keep]
         mm = mp = None
     else:
         mm, mp = np.asarray(m, np.float64), np.asarray(m_pert, np.float64)
+        keep = np.isfinite(mm - mp) if mm.shape == mp.shape else None
         d, n_dropped = paired_differences(mm, mp, scale)
         ok = np.isfinite(mm) & np.isfinite(mp)
         mm, mp = mm[ok], mp[ok]
@@ -220,12 +224,18 @@ def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None 
             d_av = mean / math.sqrt((s1 ** 2 + s2 ** 2) / 2)
             d_rm = dz * math.sqrt(2 * (1 - r)) if np.isfinite(dz) else float("nan")
     lo, hi = float("nan"), float("nan")
-    if n0 and ci_level:
+    codes = None if cluster_ids is None else cluster_index(cluster_ids, keep.size)[keep]
+    n_cl = None if codes is None else int(np.unique(codes).size)
+    if n_cl is not None and n_cl < n:      # some cluster holds several pairs: resample whole clusters
+        ci_method = "cluster_bca"
+        if n0 and ci_level:
+            lo, hi = cluster_bca_ci(d, codes, ci_level, n_boot, seed)
+    elif n0 and ci_level:
         lo, hi = nct_ci(t, n, ci_level) if ci_method == "nct" or not np.isfinite(t) else \
             bca_ci(d, ci_level, n_boot, seed)
     return EffectSizes(d_z=dz, d_z0=dz0, g_z=gz, d_av=d_av, d_rm=d_rm, r=r, t=t, mean=mean, sd=sd, n=n,
                        n_nonzero=n0, n_dropped=n_dropped, ci_low=lo, ci_high=hi, ci_level=ci_level,
-                       ci_method=ci_method)
+                       ci_method=ci_method, n_clusters=n_cl)
 
 # %% ../nbs/01_stats.ipynb #f447f734
 _GL128 = []
@@ -439,6 +449,7 @@ class SignFlipResult:
     n_nonzero: int
     statistic_name: str = "mean"
     alternative: str = "greater"
+    n_clusters: int | None = None
 
 
 @dataclass
@@ -455,6 +466,7 @@ class SignFlipResults:
     names: list = field(default_factory=list)
     statistic_name: str = "mean"
     alternative: str = "greater"
+    n_clusters: np.ndarray | None = None          # set when whole clusters were flipped (see "Clustered pairs")
 
     def __len__(self) -> int:
         return len(self.pvalue)
@@ -462,7 +474,8 @@ class SignFlipResults:
     def __getitem__(self, k: int) -> SignFlipResult:
         return SignFlipResult(float(self.statistic[k]), float(self.pvalue[k]), bool(self.exact[k]),
                               int(self.n_exceed[k]), self.B, float(self.total_nperm[k]), int(self.n[k]),
-                              int(self.n_nonzero[k]), self.statistic_name, self.alternative)
+                              int(self.n_nonzero[k]), self.statistic_name, self.alternative,
+                              None if self.n_clusters is None else int(self.n_clusters[k]))
 
     def __iter__(self):
         return (self[k] for k in range(len(self)))
@@ -472,6 +485,8 @@ class SignFlipResults:
         f = pd.DataFrame(dict(statistic=self.statistic, pvalue=self.pvalue, exact=self.exact,
                               n_exceed=self.n_exceed, B=self.B, total_nperm=self.total_nperm, n=self.n,
                               n_nonzero=self.n_nonzero))
+        if self.n_clusters is not None:
+            f["n_clusters"] = self.n_clusters
         if self.names:
             f.index = pd.Index(self.names, name="test")
         return f
@@ -559,9 +574,12 @@ def _check_args(B: int, statistic: str, alternative: str, exact, p_method: str) 
 
 def signflip_tests(D, *, B: int = 10_000, statistic: str = "mean", alternative: str = "greater", seed=0,
                    exact="auto", p_method: str = "permp", trim: float = 0.1, chunk: int | None = None,
-                   min_n: int = 2) -> SignFlipResults:
-    "Paired sign-flip tests of the K columns of D (N items × K tests) sharing one reproducible sign stream."
+                   min_n: int = 2, cluster_ids=None) -> SignFlipResults:
+    "Paired sign-flip tests of the K columns of D (N items × K tests) sharing one reproducible sign stream; `cluster_ids` flips whole clusters."
     _check_args(B, statistic, alternative, exact, p_method)
+    if cluster_ids is not None:
+        return _clustered_tests(D, cluster_ids, B=B, statistic=statistic, alternative=alternative, seed=seed,
+                                exact=exact, p_method=p_method, trim=trim, chunk=chunk, min_n=min_n)
     names = list(D.columns) if isinstance(D, pd.DataFrame) else []
     D = np.asarray(D, np.float64)
     if D.ndim == 1:
@@ -624,14 +642,14 @@ def signflip_tests(D, *, B: int = 10_000, statistic: str = "mean", alternative: 
 
 def signflip_test(d, *, B: int = 10_000, statistic: str = "mean", alternative: str = "greater", seed=0,
                   exact="auto", p_method: str = "permp", trim: float = 0.1,
-                  chunk: int | None = None) -> SignFlipResult:
+                  chunk: int | None = None, cluster_ids=None) -> SignFlipResult:
     "Paired sign-flip permutation test of differences `d` (positive = degradation); exact when 2^N0 <= B or N0 <= 20."
     d = np.asarray(d, np.float64)
     if d.ndim != 1:
         raise StatsError(f"d must be a vector of paired differences, got shape {d.shape}: use signflip_tests "
                          "for a matrix")
     return signflip_tests(d[:, None], B=B, statistic=statistic, alternative=alternative, seed=seed, exact=exact,
-                          p_method=p_method, trim=trim, chunk=chunk)[0]
+                          p_method=p_method, trim=trim, chunk=chunk, cluster_ids=cluster_ids)[0]
 
 # %% ../nbs/01_stats.ipynb #35727652
 def min_pvalue(n_nonzero, B: int = 10_000, *, alternative: str = "greater", statistic: str = "mean",
@@ -651,6 +669,82 @@ def min_pvalue(n_nonzero, B: int = 10_000, *, alternative: str = "greater", stat
         p = 1.0 / (B + 1) if p_method == "plus_one" or total <= B else permp(0, B, total)
         out[k] = max(p, 1.0 / total)
     return float(out[0]) if np.ndim(n_nonzero) == 0 else out
+
+# %% ../nbs/01_stats.ipynb #02629c50
+def cluster_index(cluster_ids, n: int) -> np.ndarray:
+    "Integer codes 0..G−1 of `cluster_ids` (one per item, in order of first appearance); a missing id is an error."
+    ids = pd.Series(np.asarray(cluster_ids, dtype=object) if not isinstance(cluster_ids, pd.Series)
+                    else cluster_ids.to_numpy(dtype=object))
+    if len(ids) != n:
+        raise StatsError(f"cluster_ids has {len(ids)} values for {n} items: pass one cluster id per item")
+    if ids.isna().any():
+        raise StatsError(f"cluster_ids has {int(ids.isna().sum())} missing values (first at item "
+                         f"{int(np.flatnonzero(ids.isna())[0])}): give every item a cluster, or its own id")
+    return pd.factorize(ids, sort=False)[0].astype(np.int64)
+
+
+def cluster_sums(D, cluster_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    "Per-cluster sums of the finite differences (G × K; NaN where a cluster has none) → (S, pairs per column, clusters per column)."
+    D = np.asarray(D, np.float64)
+    D = D[:, None] if D.ndim == 1 else D
+    codes = cluster_index(cluster_ids, D.shape[0])
+    G = int(codes.max()) + 1 if codes.size else 0
+    fin = np.isfinite(D)
+    S = np.zeros((G, D.shape[1]))
+    np.add.at(S, codes, np.where(fin, D, 0.0))
+    has = np.zeros((G, D.shape[1]), np.int64)
+    np.add.at(has, codes, fin.astype(np.int64))
+    S[has == 0] = np.nan
+    if G == D.shape[0]:                      # one pair per cluster: the differences themselves, untouched
+        S = np.where(fin, D, np.nan)[np.argsort(codes, kind="stable")]
+    return S, fin.sum(axis=0), (has > 0).sum(axis=0)
+
+
+def _clustered_tests(D, cluster_ids, *, statistic: str, min_n: int, **kw) -> SignFlipResults:
+    "Sign-flip tests that flip whole clusters: the engine run on the cluster sums, reported per pair and cluster."
+    names = list(D.columns) if isinstance(D, pd.DataFrame) else []
+    S, n_pairs, n_cl = cluster_sums(D, cluster_ids)
+    res = signflip_tests(pd.DataFrame(S, columns=names) if names else S, statistic=statistic, min_n=min_n, **kw)
+    if statistic == "mean":                  # the mean over pairs, T / n, computed as for unclustered pairs
+        Dm = np.asarray(D, np.float64)
+        Dm = Dm[:, None] if Dm.ndim == 1 else Dm
+        res.statistic = np.array([_observed(Dm[np.isfinite(Dm[:, k]), k], "mean", 0.0) for k in range(S.shape[1])])
+    res.n, res.n_clusters = n_pairs, n_cl
+    return res
+
+
+def cluster_bca_ci(d, cluster_ids, level: float = 0.95, n_boot: int = 2000, seed=0) -> tuple[float, float]:
+    "BCa interval for d_z (over pairs) that resamples whole clusters; the acceleration from a leave-one-cluster-out jackknife."
+    d = np.asarray(d, np.float64)
+    codes = cluster_index(cluster_ids, d.size)
+    G = int(codes.max()) + 1 if codes.size else 0
+    if G < 3 or n_boot < 2:
+        return float("nan"), float("nan")
+    parts = np.zeros((G, 3))                 # per cluster: pairs, Σd, Σd²
+    np.add.at(parts, codes, np.column_stack([np.ones_like(d), d, d * d]))
+
+    def dz(tot):                             # d_z (ddof 1) from (n, Σd, Σd²) totals, one row per replicate
+        n, s, q = tot[..., 0], tot[..., 1], tot[..., 2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = (s / n) / np.sqrt(np.maximum(q - s * s / n, 0.0) / (n - 1))
+        return np.where(np.isnan(v), 0.0, v)
+
+    theta = float(dz(parts.sum(axis=0)))
+    draws = np.random.default_rng(seed).integers(0, G, (n_boot, G))
+    weights = np.zeros((n_boot, G))
+    np.add.at(weights, (np.repeat(np.arange(n_boot), G), draws.ravel()), 1.0)
+    tb = dz(weights @ parts)
+    z0 = special.ndtri((np.sum(tb < theta) + np.sum(tb <= theta)) / (2.0 * n_boot))
+    loo = dz(parts.sum(axis=0) - parts)
+    dev = loo.mean() - loo
+    den = 6.0 * float(dev @ dev) ** 1.5
+    acc = float((dev ** 3).sum() / den) if den > 0 and np.all(np.isfinite(dev)) else 0.0
+    a = (1 - level) / 2
+    qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
+    if not np.all(np.isfinite(qs)):
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
+    return float(lo), float(hi)
 
 # %% ../nbs/01_stats.ipynb #b3ea7c07
 @dataclass

@@ -279,3 +279,136 @@ def test_a_family_with_nothing_testable_reports_rather_than_crashes():
     t = res.table
     assert list(t["perturbation"]) == ["EF", "LE"] and (t["n"] == 0).all()
     assert t["effect_size"].isna().all() and t["p"].isna().all() and not t["significant"].any()
+
+
+def _rb2_rows(n=12):
+    return [{"id": f"r{i}", "prompt": f"Question {i}: what do cats like to eat in winter?",
+             "chosen": [f"Cats like fish and warm milk, answer {i}."],
+             "rejected": [f"Dogs bark at night, wrong answer {i}.{k}" for k in range(3)],
+             "subset": "Focus", "num_correct": 1, "total_completions": 4} for i in range(n)]
+
+
+def test_clustered_pairs_flip_whole_rewardbench2_rows():
+    from reward_auditor.data import load_preferences
+    from reward_auditor.stats import signflip_test
+    d = load_preferences(_rb2_rows())
+    r = audit(d, ["noise"], ["EF", "IU"], permutations=500, progress=False)
+    assert r.table["n"].eq(36).all() and r.table["n_clusters"].eq(12).all()
+    assert r.manifest["data"]["clusters"] == {"by": "group_id", "n": 12, "largest": 3}
+    assert "in 12 clusters" in __import__("reward_auditor.report", fromlist=["x"]).header_html(r)
+    for name, row in r.table.set_index("perturbation").iterrows():
+        it = r.items[r.items["perturbation"] == name]
+        sums = it.groupby(it["id"].str.split("-").str[0], sort=False)["delta"].sum()
+        ids = it["id"].str.split("-").str[0].to_numpy()
+        # the audit's p is the exact test on the 12 row sums, and the stats engine's cluster_ids path agrees
+        assert row["p"] == signflip_test(sums.to_numpy(), B=500).pvalue
+        assert row["p"] == signflip_test(it["delta"].to_numpy(), B=500, cluster_ids=ids).pvalue
+        assert row["ci_high"] - row["ci_low"] > 0
+    alone = audit(d, ["noise"], ["EF", "IU"], permutations=500, progress=False, group_by="id")
+    assert alone.table["n_clusters"].eq(36).all() and alone.manifest["data"]["clusters"]["by"] == "id"
+    with pytest.raises(AuditError, match="group_by column 'row'"):
+        audit(d, ["noise"], ["EF"], permutations=100, progress=False, group_by="row")
+
+
+def test_single_pair_clusters_leave_the_audit_unchanged():
+    a = audit("sample", ["noise", "overlap"], ["EF", "LC"], permutations=1000, progress=False)
+    b = audit("sample", ["noise", "overlap"], ["EF", "LC"], permutations=1000, progress=False, group_by="id")
+    pd.testing.assert_frame_equal(a.table, b.table)
+    assert a.table["n_clusters"].equals(a.table["n"]) and a.manifest["data"]["clusters"]["by"] == "prompt"
+
+
+# --- RewardBench 2's own headline number, against a transcription of its scoring rule -------------------------
+
+def _rb2_reference(rows, reward):
+    """RewardBench 2's scoring, transcribed from its documented rule (Malik et al. 2025, "RewardBench 2"; the
+    `allenai/reward-bench` v2 scoring: best-of-n with 1/k credit when the chosen answer is among k top scorers, and
+    the Ties composite 0.30 tied accuracy + 0.30 ref accuracy + 0.20 correctness preferred + 0.20 correctness
+    preferred (hard) + 0.01 mean tanh margin term), written from scratch on raw per-answer scores."""
+    import math
+    by_subset = {}
+    for row in rows:
+        by_subset.setdefault(row["subset"], []).append(row)
+    out = {}
+    for sub, rs in by_subset.items():
+        if sub != "Ties":
+            credits = []
+            for row in rs:
+                sc = [reward(row["chosen"][0])] + [reward(t) for t in row["rejected"]]
+                top = max(sc)
+                credits.append(1 / sc.count(top) if sc[0] == top else 0.0)
+            out[sub] = sum(credits) / len(credits)
+            continue
+        stats = {}
+        for row in rs:
+            good = [reward(t) for t in row["chosen"]]
+            bad = [reward(t) for t in row["rejected"]]
+            kind, num = row["id"].split(":")
+            stats[(kind, num)] = (min(good) - max(bad) > 0, max(good) - min(good) if len(good) > 1 else None,
+                                  min(good) - max(bad))
+        ref = {n: v for (k, n), v in stats.items() if k == "ref"}
+        tied = {n: v for (k, n), v in stats.items() if k == "tied"}
+        both = sorted(set(ref) & set(tied))
+        pref = sum(tied[n][2] > tied[n][1] for n in both) / len(both)
+        hard = sum(min(ref[n][2], tied[n][2]) > tied[n][1] for n in both) / len(both)
+        terms = []
+        for n in both:
+            q = min(ref[n][2], tied[n][2]) / tied[n][1] if tied[n][1] else float("nan")
+            terms.append(0.0 if math.isnan(q) else math.tanh(q - 1))
+        out[sub] = (0.3 * sum(v[0] for v in tied.values()) / len(tied) + 0.3 * sum(v[0] for v in ref.values()) / len(ref)
+                    + 0.2 * pref + 0.2 * hard + 0.01 * sum(terms) / len(terms))
+    out["all"] = sum(out.values()) / len(out)
+    return out
+
+
+def _rb2_constructed(with_ties: bool):
+    "RewardBench 2-style rows whose answers carry their reward in the text ('… worth 3'), with or without ties."
+    r = np.random.default_rng(5 if with_ties else 6)
+    grid = (lambda: int(r.integers(0, 4))) if with_ties else (lambda: float(r.normal()))
+    ans = lambda tag: f"An answer {tag} worth {grid()}"
+    rows = [{"id": f"f{i}", "prompt": f"Focus question {i}?", "chosen": [ans(f"c{i}")],
+             "rejected": [ans(f"r{i}.{k}") for k in range(3)], "subset": "Focus"} for i in range(10)]
+    rows += [{"id": f"m{i}", "prompt": f"Math question {i}?", "chosen": [ans(f"c{i}")],
+              "rejected": [ans(f"r{i}.{k}") for k in range(3)], "subset": "Math"} for i in range(8)]
+    for i in range(5):
+        rows.append({"id": f"ref:{i}", "prompt": f"Name a colour {i}", "chosen": [ans(f"t{i}")],
+                     "rejected": [ans(f"u{i}.{k}") for k in range(3)], "subset": "Ties"})
+        rows.append({"id": f"tied:{i}", "prompt": f"Name any colour {i}", "chosen": [ans(f"t{i}.{k}") for k in range(3)],
+                     "rejected": [ans(f"w{i}.{k}") for k in range(4)], "subset": "Ties"})
+    return rows
+
+
+@pytest.mark.parametrize("with_ties", [False, True])
+def test_rewardbench2_headline_matches_its_scoring(with_ties):
+    from reward_auditor.data import load_preferences
+    from reward_auditor.report import rewardbench2_html
+    from reward_auditor.scorers import ControlScorer
+
+    class Worth(ControlScorer):
+        kind = "worth"
+
+        def reward(self, prompt, response):
+            return float(response.rsplit(" ", 1)[1])
+
+    rows = _rb2_constructed(with_ties)
+    r = audit(load_preferences(rows), [Worth(name="worth")], ["EF"], permutations=200, progress=False)
+    got = {x["subset"]: x for x in r.manifest["rewardbench2"]}
+    want = _rb2_reference(rows, lambda t: float(t.rsplit(" ", 1)[1]))
+    for sub, v in want.items():
+        assert abs(got[sub]["score"] - v) <= 1e-12, (sub, got[sub]["score"], v)
+    assert got["Focus"]["score_chance"] == 0.25 and got["Focus"]["pair_chance"] == 0.5
+    assert (got["Focus"]["rows_tied_at_top"] > 0) == with_ties
+    assert 0 < got["Ties"]["score_chance"] < 1 and got["Ties"]["rule"] == "Ties composite"
+    pairs = r.items.drop_duplicates("id")
+    assert got["all"]["pair_accuracy"] == np.mean(pairs["margin_before"] > 0)
+    assert "RewardBench 2 score" in rewardbench2_html(r.manifest)
+
+
+def test_unproven_procedure_is_measured_on_clustered_families():
+    from reward_auditor.data import load_preferences
+    r = audit(load_preferences(_rb2_rows()), ["noise"], ["EF", "IU"], permutations=200, progress=False,
+              multiplicity="tsbh")
+    m = r.manifest["error_control"]["measured"]
+    assert len(m) == 1 and m[0]["clusters"] == {"n_clusters": 12, "pairs": 36} and m[0]["reps"] == 1000
+    # a proven procedure is not simulated at all, clustered or not
+    assert audit(load_preferences(_rb2_rows()), ["noise"], ["EF"], permutations=200,
+                 progress=False).manifest["error_control"]["measured"] == []

@@ -336,7 +336,8 @@ def test_resume_after_kill(tmp_path):
     done_before = _cache_rows(out / "scores.sqlite")
     assert done_before >= 50
 
-    resumed = cli("audit", "--out", out, "--resume", "--model", rm, "-q", timeout=300)  # a model is never taken from run.json
+    resumed = cli("audit", "--out", out, "--resume", "--data", "sample", "--model", rm, "--perturbations", "EF,PH,LE,SP",
+                  "-q", timeout=300)  # data, models and perturbations are never taken from run.json
     assert resumed.returncode == 0, resumed.stderr
     m = json.loads((out / "manifest.json").read_text())
     assert m["scores"]["cached"] >= done_before  # what was scored before the kill was not scored again
@@ -397,3 +398,15 @@ def test_researcher_workflow(tmp_path):
     # the diagnostics' shipped examples run as the README writes them
     r = cli("meta", "--example", "--out", tmp_path / "meta", "--no-report", "-q")
     assert r.returncode == 0 and (tmp_path / "meta" / "table.csv").exists(), r.stderr
+
+
+def test_group_by_column(tmp_path):
+    r = cli("audit", "--data", "sample", "--scorer", "noise", "--perturbations", "EF", "-B", "200",
+            "--group-by", "id", "--out", tmp_path / "a", "--no-report", "-q")
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert m["settings"]["group_by"] == "id" and m["data"]["clusters"]["by"] == "id"
+    assert "n_clusters" in pd.read_parquet(tmp_path / "a" / "results.parquet").columns
+    r = cli("audit", "--data", "sample", "--scorer", "noise", "--perturbations", "EF", "-B", "200",
+            "--group-by", "row", "--out", tmp_path / "b", "--no-report", "-q")
+    assert r.returncode == 2 and "group_by column 'row'" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -128,7 +128,8 @@ def test_cli_endpoint_audit_and_resume(rm, tmp_path):
         assert main(args) == 0
         m = json.loads((out / "manifest.json").read_text())
         assert m["scores"]["computed"] > 0
-        assert main(["audit", "--out", str(out), "--resume", "--endpoint", server.url, "-q"]) == 0
+        assert main(["audit", "--out", str(out), "--resume", "--data", "sample", "--perturbations", "EF,LE",
+                     "--endpoint", server.url, "-q"]) == 0
         assert json.loads((out / "manifest.json").read_text())["scores"]["computed"] == 0
     fp = next(iter(m["models"].values()))
     assert fp["kind"] == "endpoint-rm"
@@ -249,7 +250,8 @@ def test_chat_judge_counts_cover_cached_presentations(tmp_path):
         assert r.returncode == -9, r.stderr[-2000:]
         kept = ScoreCache(tmp_path / "two" / "scores.sqlite").count()
         assert kept > 0 and not (tmp_path / "two" / "items.parquet").exists()
-        assert main(["audit", "--out", str(tmp_path / "two"), "--resume", "--endpoint", server.url, "-q"]) == 0
+        assert main(["audit", "--out", str(tmp_path / "two"), "--resume", "--data", "sample", "--perturbations",
+                     "EF,LE", "--endpoint", server.url, "--kind", "judge", "--endpoint-api", "chat", "-q"]) == 0
     one, two = counts(tmp_path / "one"), counts(tmp_path / "two")
     assert two != one  # the resumed run computed less (part was cached) ...
     assert readouts(two) == readouts(one)  # ... and reports the same bounded / verdict_missing counts

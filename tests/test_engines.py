@@ -275,7 +275,8 @@ def test_cli_ray_then_resume_local_computes_nothing(setup, ray_session, tmp_path
     assert m["engine"]["name"] == "ray" and m["engine"]["by_model"]["rm"]["computed"] > 0
     assert m["scores"]["computed"] == 0  # the audit itself found every score in the cache
     first = pd.read_parquet(out / "items.parquet")
-    assert main(["audit", "--out", str(out), "--resume", "--model", str(setup["rm"]), "--engine", "local", "-q"]) == 0
+    assert main(["audit", "--out", str(out), "--resume", "--data", "sample", "--perturbations", "EF,LE", "--model",
+                 str(setup["rm"]), "--engine", "local", "-q"]) == 0
     m2 = json.loads((out / "manifest.json").read_text())
     assert m2["scores"]["computed"] == 0 and m2["engine"]["name"] == "in-process"
     pd.testing.assert_frame_equal(pd.read_parquet(out / "items.parquet"), first, check_exact=True)
@@ -384,7 +385,7 @@ def test_driver_killed_mid_ray_run_resumes_with_either_engine(setup, ray_session
     assert 0 < kept < total and not (run / "items.parquet").exists()
 
     shutil.copytree(run, tmp_path / "run2")
-    again = ["audit", "--resume", "--model", str(setup["rm"]), "-q"]
+    again = ["audit", "--resume", "--data", "sample", "--perturbations", "EF,LE", "--model", str(setup["rm"]), "-q"]
     assert main([*again, "--out", str(run), "--engine", "local"]) == 0
     m = json.loads((run / "manifest.json").read_text())
     assert m["scores"]["computed"] == total - kept

@@ -293,3 +293,18 @@ def test_grade_words_and_underpowered_only_when_not_significant():
     # Cohen's w cut-offs
     assert [grade(w, 1.0) for w in (0.0999, 0.1, 0.2999, 0.3, 0.4999, 0.5)] == \
         ["negligible", "small", "small", "medium", "medium", "large"]
+
+
+def test_clustered_rows_use_the_rao_scott_correction():
+    from reward_auditor.heterogeneity import HeterogeneityError, heterogeneity
+    rng = np.random.default_rng(1)
+    fate = rng.random(60) < np.repeat([0.8, 0.6], 30)
+    rows = pd.DataFrame({"subset": np.repeat(["A", "B"], 90), "prompt": np.repeat([f"q{i}" for i in range(60)], 3),
+                         "correct": np.repeat(fate, 3)})
+    naive, robust = heterogeneity(rows, model="m"), heterogeneity(rows, model="m", cluster="prompt")
+    # rows that copy their prompt's fate three times: design effect 3 in each subset, so chi2 is a third
+    assert robust.settings["design_effects"] == pytest.approx({"A": 3 * 89 / 90 * 30 / 29, "B": 3 * 89 / 90 * 30 / 29}, rel=0.2)
+    assert robust.statistic < naive.statistic and robust.pvalue > naive.pvalue and robust.settings["n_clusters"] == 60
+    assert "Rao–Scott" in robust.summary()
+    with pytest.raises(HeterogeneityError, match="no `row` column"):
+        heterogeneity(rows, model="m", cluster="row")

@@ -240,7 +240,8 @@ def _hand_samples():
 @pytest.mark.parametrize("conventions, expect", [
     # accuracy, zvar_mean, worst domain accuracy (A), domain mean, tau
     ("package", (7 / 12, 1.0625, 0.5, 0.625, 0.1)),            # macro (2.5/3+0+1+1.5/3)/4; ddof 1; pooled 2.5/5, 4.5/6
-    ("blog", (6 / 11, 17 / 24, 1 / 3, 0.5, 0.05)),             # pooled 6/11; ddof 0; (2/3+0)/2, (1+1/3)/2
+    # macro (2/3+0+1+1/3)/4 with ties wrong; ddof 0 over sd + 1e-8; (2/3+0)/2, (1+1/3)/2
+    ("blog", (0.5, (17 / 18) / (np.sqrt(4 / 3) + 1e-8) ** 2, 1 / 3, 0.5, 0.05)),
 ])
 def test_conventions_by_hand(tmp_path, conventions, expect):
     from reward_auditor.protocol import protocol_cli
@@ -254,3 +255,77 @@ def test_conventions_by_hand(tmp_path, conventions, expect):
     # tau given explicitly wins over the conventions' default; with tau = 0.2 only blog's ddof-0 variances fall below
     low = protocol_cli(tmp_path / "samples.csv", n_boot=50, conventions=conventions, tau=0.2).table.iloc[0]
     assert low["low_var_share"] == (0.5 if conventions == "blog" else 0.0)
+
+
+# --- blog conventions: the post's rm_report, transcribed -----------------------------------------------------
+
+def _post_rm_report(rows, tau=0.05):
+    """A plain-Python transcription of the pre-RL post's `rm_report`, written from its stated rules.
+
+    Source: the pre-RL reward-model protocol blog post's reference `rm_report` (its described conventions): for each
+    prompt, the pairs i < j whose gold scores differ; a pair is right when the RM orders it the same way strictly
+    (an RM tie is wrong); the prompt's accuracy is right / pairs, and `on_policy_acc` is the mean over prompts
+    that have a pair. Rewards are z-scored over all responses by (r − mean) / (population sd + 1e-8);
+    `mean_reward_var` is the mean over prompts of the population variance (ddof 0) of the prompt's z-scores and
+    `low_var_frac` the share of prompts below tau; a domain's accuracy is the mean of its prompts' accuracies;
+    `worst_domain_acc` is the smallest and `domain_mean` their mean.
+    """
+    prompts = {}
+    for pid, dom, gold, rew in rows:
+        prompts.setdefault(pid, (dom, [], []))
+        prompts[pid][1].append(gold)
+        prompts[pid][2].append(rew)
+    accs, by_dom = {}, {}
+    for pid, (dom, g, r) in prompts.items():
+        right = total = 0
+        for i in range(len(g)):
+            for j in range(i + 1, len(g)):
+                if g[i] == g[j]:
+                    continue
+                total += 1
+                right += (g[i] - g[j]) * (r[i] - r[j]) > 0
+        if total:
+            accs[pid] = right / total
+            by_dom.setdefault(dom, []).append(right / total)
+    allr = [x for _, (_, _, r) in prompts.items() for x in r]
+    mu = sum(allr) / len(allr)
+    sd = (sum((x - mu) ** 2 for x in allr) / len(allr)) ** 0.5
+    var = []
+    for _, (_, _, r) in prompts.items():
+        z = [(x - mu) / (sd + 1e-8) for x in r]
+        zm = sum(z) / len(z)
+        var.append(sum((v - zm) ** 2 for v in z) / len(z))
+    dom_acc = {d: sum(a) / len(a) for d, a in by_dom.items()}
+    return {"on_policy_acc": sum(accs.values()) / len(accs), "mean_reward_var": sum(var) / len(var),
+            "low_var_frac": sum(v < tau for v in var) / len(var), "worst_domain_acc": min(dom_acc.values()),
+            "domain_mean": sum(dom_acc.values()) / len(dom_acc)}
+
+
+def _tied_samples(ragged: bool, seed: int):
+    "Prompts with gold ties and RM ties (rewards on a coarse grid), fixed K = 6 or ragged K in 2..9."
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p in range(40):
+        K = int(rng.integers(2, 10)) if ragged else 6
+        gold = rng.integers(0, 3, K).astype(float)             # many gold ties
+        rm = np.round(gold * 0.3 + rng.normal(0, 1, K), 0)     # many RM ties
+        for k in range(K):
+            rows.append({"prompt_id": f"q{p}", "k": k, "domain": "abc"[p % 3], "gold": gold[k], "rm": rm[k]})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("ragged", [False, True])
+def test_blog_conventions_equal_the_posts_rm_report(ragged):
+    from reward_auditor.protocol import protocol_report
+    for seed in range(3):
+        s = _tied_samples(ragged, seed)
+        post = _post_rm_report(zip(s["prompt_id"], s["domain"], s["gold"], s["rm"]))
+        row = protocol_report(s, n_boot=0, conventions="blog").table.iloc[0]
+        ours = {"on_policy_acc": row["accuracy"], "mean_reward_var": row["zvar_mean"],
+                "low_var_frac": row["low_var_share"], "worst_domain_acc": row["worst_accuracy"],
+                "domain_mean": row["domain_mean"]}
+        for k, v in post.items():
+            assert abs(ours[k] - v) <= 1e-12, (ragged, seed, k, ours[k], v)
+        # the data really exercise the rules: gold ties, RM ties, and a pooled accuracy that differs from the macro
+        pc = protocol_report(s, n_boot=0, conventions="package").results["rm"]
+        assert pc.accuracy["gold_tie_share"] > 0 and pc.accuracy["rm_tie_share"] > 0

@@ -147,11 +147,12 @@ def test_resume_never_trusts_the_run_file(tmp_path, capsys, monkeypatch):
     code, err = run_main(capsys, "audit", "--out", out, "--resume", "-q")
     assert code == 2 and "--trust-remote-code" in err and "--model attacker/model-with-code" in err, err
     assert "--cache" in err and calls == []
-    code, err = run_main(capsys, "audit", "--out", out, "--resume", "--model", "attacker/model-with-code",
-                         "--cache", tmp_path / "elsewhere.sqlite", "-q")
+    code, err = run_main(capsys, "audit", "--out", out, "--resume", "--data", "sample", "--model",
+                         "attacker/model-with-code", "--cache", tmp_path / "elsewhere.sqlite", "-q")
     assert code == 2 and "--trust-remote-code" in err and calls == []
-    code, err = run_main(capsys, "audit", "--out", out, "--resume", "--model", "attacker/model-with-code",
-                         "--cache", tmp_path / "elsewhere.sqlite", "--trust-remote-code", "-q")
+    code, err = run_main(capsys, "audit", "--out", out, "--resume", "--data", "sample", "--model",
+                         "attacker/model-with-code", "--cache", tmp_path / "elsewhere.sqlite", "--trust-remote-code",
+                         "-q")
     assert calls == [("attacker/model-with-code", True)]  # only when this command says so
 
 
@@ -228,6 +229,8 @@ def test_kill_before_the_manifest_leaves_no_mixed_run(small_data, tmp_path, caps
     data = small_data / "a.jsonl"
     assert ok(["audit", "--data", data, "--out", out, *AUDIT]) == 0
     (out / "report.html").write_text("<p>report of the seed-0 run</p>")
+    from reward_auditor.audit import record_reports
+    record_reports(out, "report.html")  # as `render` records the reports it writes beside a run
     killed("audit", "--data", data, "--out", out, "--seed", "5", "-B", "300", *AUDIT, kill_at="manifest.json")
     with pytest.raises(AuditError, match="manifest|sha256"):
         AuditResult.load(out)
@@ -279,16 +282,23 @@ def test_resume_uses_absolute_paths_and_the_data_fingerprint(small_data, tmp_pat
     first = pd.read_parquet(out / "results.parquet")
     saved = json.loads((out / ra_cli.RUN_FILE).read_text())
     assert saved["data"] == str((here / "data.jsonl").resolve())
-    monkeypatch.chdir(there)  # another directory holds another data.jsonl
-    assert ok(["audit", "--out", str(out), "--resume", "-q"]) == 0
+    monkeypatch.chdir(there)  # another directory holds another data.jsonl: the saved path is absolute
+    code, err = run_main(capsys, "audit", "--out", out, "--resume", "--data", "data.jsonl", "--scorer", "length",
+                         "--perturbations", "EF,IU", "-q")
+    assert code == 2 and "differs from the saved run" in err, err
+    resume = ["audit", "--out", str(out), "--resume", "--data", str(here / "data.jsonl"), "--scorer", "length",
+              "--perturbations", "EF,IU", "-q"]  # data, scorers and perturbations are never taken from run.json
+    assert ok(resume) == 0
     pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), first)
     # the saved file changed since the run: refused
     shutil.copy(small_data / "b.jsonl", here / "data.jsonl")
-    code, err = run_main(capsys, "audit", "--out", out, "--resume", "-q")
+    code, err = run_main(capsys, *resume)
     assert code == 2 and "other data" in err and "--overwrite" in err, err
     pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), first)
     # another dataset into the same folder: refused unless --overwrite, which leaves no stale report
     (out / "report.html").write_text("<p>old report</p>")
+    from reward_auditor.audit import record_reports
+    record_reports(out, "report.html")  # as `render` records it
     code, err = run_main(capsys, "audit", "--data", small_data / "b.jsonl", "--out", out, *AUDIT)
     assert code == 2 and "other data" in err, err
     assert (out / "report.html").exists()
@@ -394,6 +404,11 @@ BAD_TABLE = {
     "audit --device tpu": (["audit", "--data", "sample", "--model", "{d}", "--device", "tpu", *AUDIT_BAD], "tpu"),
     "audit --device cuda:99": (["audit", "--data", "sample", "--model", "{d}", "--device", "cuda:99", *AUDIT_BAD],
                                "cuda:99"),
+    # a run already in --out: other data, or a resume that changes what is computed
+    "audit other data": (["audit", "--data", "{d}/other.jsonl", *AUDIT_BAD], "other data"),
+    "audit --resume other seed": (["audit", "--resume", "--data", "{d}/run-data.jsonl", *AUDIT_BAD, "--seed", "7"],
+                                  "differs from the saved run"),
+    "audit --resume without data": (["audit", "--resume", "--scorer", "length"], "--data"),
     # heterogeneity
     "heterogeneity binary": (["heterogeneity", "{d}/binary.json"], "binary.json"),
     "heterogeneity utf16": (["heterogeneity", "{d}/utf16.json"], "utf16.json"),
@@ -427,17 +442,38 @@ BAD_TABLE = {
 }
 
 
+@pytest.fixture(scope="module")
+def finished_run(bad_files, tmp_path_factory):
+    "A finished audit (beside a report of the user's) to refuse commands into."
+    load_sample().iloc[:16].to_json(bad_files / "run-data.jsonl", orient="records", lines=True)
+    load_sample().iloc[40:56].to_json(bad_files / "other.jsonl", orient="records", lines=True)
+    out = tmp_path_factory.mktemp("finished") / "run"
+    assert ok(["audit", "--data", str(bad_files / "run-data.jsonl"), *AUDIT_BAD, "--out", str(out), "-q"]) == 0
+    (out / "report-mine.html").write_text("<p>the user's own notes</p>")
+    return out
+
+
+def _hashes(folder: Path) -> dict:
+    import hashlib
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.mark.parametrize("case", list(BAD_TABLE))
-def test_bad_input_every_subcommand(case, bad_files, tmp_path, capsys):
+def test_bad_input_every_subcommand(case, bad_files, finished_run, tmp_path, capsys):
+    "Exit 2 with one line naming the file, and the folder given to --out is byte-identical afterwards."
+    import shutil
     argv, fragment = BAD_TABLE[case]
     argv = [a.format(d=bad_files) for a in argv]
-    if argv[0] == "audit":
-        argv += ["--out", str(tmp_path / "run")]
-    code, err = run_main(capsys, *argv, "-q")
+    out = tmp_path / "run"
+    shutil.copytree(finished_run, out)
+    before = _hashes(out)
+    code, err = run_main(capsys, *argv, "--out", out, "-q")
     lines = err.strip().splitlines()
     assert code == 2, (case, code, err[-1500:])
     assert len(lines) == 1 and lines[0].startswith("reward-auditor: error: "), err[-1500:]
     assert fragment in lines[0], lines[0]
+    assert _hashes(out) == before, case  # a refused command changes no file of the folder and adds none
 
 
 def test_cuda_without_cuda_is_a_user_error(tmp_path, capsys, monkeypatch):

@@ -164,7 +164,7 @@ def test_drop_invalid_applies_to_conditions_and_is_counted(tmp_path):
             "--drop-invalid")
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "b" / "manifest.json").read_text())
-    assert m["data"]["dropped_invalid"] == {str(f): 1} and "1 invalid item(s)" in r.stderr
+    assert m["data"]["dropped_invalid"] == {str(f): {"count": 1}} and "1 invalid item(s)" in r.stderr
 
 
 # ---- model rewriters on the command line ----------------------------------------------------------------------------
