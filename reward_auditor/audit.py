@@ -37,7 +37,7 @@ __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS',
            'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key', 'make_conditions',
            'pack_conditions', 'file_conditions', 'dropped_record', 'resolve_scorers', 'score_conditions',
            'item_clusters', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json', 'calibration_json',
-           'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
+           'item_lines', 'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
            'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
            'style_matrices', 'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable',
            'below_chance', 'findings', 'findings_html']
@@ -688,13 +688,35 @@ def calibration_json(result) -> dict:
         return {"error": str(e)}
 
 
+def item_lines(items: pd.DataFrame) -> pd.DataFrame:
+    "One row per scorer, pair and condition ('orig' once, then each perturbation) with its rewards: items.jsonl."
+    if items is None or not len(items):
+        return pd.DataFrame(columns=["model", "subset", "id", "condition", "changed", "reward_chosen",
+                                     "reward_rejected", "margin", "correct"])
+    keys = ["model", "subset", "id"]
+    side = lambda when: {f"reward_chosen_{when}": "reward_chosen", f"reward_rejected_{when}": "reward_rejected",
+                         f"margin_{when}": "margin"}
+    orig = items.drop_duplicates(keys)[keys + list(side("before"))].rename(columns=side("before"))
+    orig.insert(3, "condition", "orig")
+    orig.insert(4, "changed", False)
+    pert = items[keys + ["perturbation", "changed", *side("after")]].rename(
+        columns={**side("after"), "perturbation": "condition"})
+    out = pd.concat([orig, pert], ignore_index=True)
+    out["correct"] = out["margin"] > 0  # RewardBench's per-item result: the chosen answer scored higher
+    return out
+
+
 def write_summaries(result, path: str | Path) -> None:
-    "Write results.json (with the run's calibration) and risk_table.csv beside results.parquet."
+    "Write results.json (with the run's calibration), risk_table.csv and items.jsonl (per pair and condition, as RewardBench's outputs) beside results.parquet."
     path = Path(path)
     from reward_auditor.safety import atomic_write, run_file, write_csv
     summary = {**summary_json(result.table, result.manifest), "calibration": calibration_json(result)}
     atomic_write(run_file(path, "results.json"), json.dumps(summary, indent=2) + "\n")
     write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], run_file(path, "risk_table.csv"))
+    lines = item_lines(result.items)
+    lines = lines.astype(object).where(lines.notna(), None)  # a missing reward is null, not NaN (invalid JSON)
+    atomic_write(run_file(path, "items.jsonl"), "".join(json.dumps(r, ensure_ascii=False) + "\n"  # floats exactly as stored
+                                                         for r in lines.to_dict("records")))
 
 # %% ../nbs/07_audit.ipynb #b94a5590
 TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_clusters", "n_changed", "n_dropped",
@@ -913,7 +935,7 @@ def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list
         head = ("too few changed items to detect anything" if undetectable.all() else
                 f"{len(bad)} of {len(g)} perturbations cannot reach significance, too few changed items")
         out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g} (a p-value <= {lvl:g} "
-                   f"needed at best): {what}")
+                   f"needed at best; N0 = pairs whose score margin changed, p >= the smallest p they allow): {what}")
     return out
 
 # %% ../nbs/07_audit.ipynb #58885a6d

@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS',
-           'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS', 'RESUME_THIS_COMMAND', 'RESUME_DECISIONS',
-           'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError', 'is_input_error',
-           'error_line', 'example_path', 'make_rewriter', 'build_parser', 'resolve_audit_args', 'split_name',
-           'data_files', 'limit_pairs', 'subset_names', 'load_data', 'cli_syntax', 'make_scorers',
-           'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
-           'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta',
-           'cmd_calibration', 'cmd_models', 'cmd_compare', 'quiet_bars', 'main']
+__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE',
+           'EXECUTION_OPTIONS', 'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS', 'RESUME_THIS_COMMAND',
+           'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS',
+           'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'make_rewriter',
+           'build_parser', 'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'subset_names', 'load_data',
+           'cli_syntax', 'make_scorers', 'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit',
+           'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
+           'cmd_protocol', 'cmd_meta', 'cmd_calibration', 'cmd_models', 'cmd_compare', 'quiet_bars',
+           'unknown_arguments', 'warning_lines', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -56,10 +57,14 @@ def is_input_error(e: BaseException) -> bool:
                for c in type(e).__mro__)
 
 
+COLUMNS_HINT = "say which columns hold the fields with --columns prompt=COLUMN,chosen=COLUMN,rejected=COLUMN"
+
+
 def error_line(e: BaseException) -> str:
     "The one line printed for an error: program, 'error', the message with newlines folded and secrets masked."
     from reward_auditor.guards import mask_secrets
     msg = " ".join(str(e).split()) or type(e).__name__
+    msg = msg.replace("rename columns with columns={'old': 'new'}", COLUMNS_HINT)  # Python's advice, in flags
     if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
             e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
@@ -76,7 +81,7 @@ EXAMPLES = {
 }
 
 EPILOGS = {
-    "heterogeneity": """input: per-prompt results, one model per file (JSON list or JSON lines), each row with a
+    "heterogeneity": """input: per-prompt results, one model per file (JSON list, JSON lines, CSV or Parquet), each row with a
 `subset` and one of `correct` (true/false), `results` (1/0), `margin` (> 0 is right) or
 `scores_chosen`/`scores_rejected`; a saved audit folder works too. One row:
   {"id": "chat-0", "subset": "chat", "correct": true}
@@ -176,6 +181,20 @@ def _mapping(s: str):
     return m
 
 
+def _columns(s: str) -> dict:
+    "`prompt=question,chosen=good` → {'question': 'prompt', 'good': 'chosen'}: the file's column for each field."
+    out = {}
+    for part in [x.strip() for x in s.split(",") if x.strip()]:
+        field, eq, col = (x.strip() for x in part.partition("="))
+        if not eq or not field or not col:
+            raise argparse.ArgumentTypeError(f"columns are FIELD=COLUMN pairs such as prompt=question,chosen=good,"
+                                             f"rejected=bad, got {part!r}")
+        out[col] = field
+    if not out:
+        raise argparse.ArgumentTypeError("columns are FIELD=COLUMN pairs such as prompt=question,chosen=good")
+    return out
+
+
 def _group_weights(s: str) -> dict:
     "`controlled=0.8,stylized=0.5` → {'controlled': 0.8, 'stylized': 0.5} (the q of each perturbation group)."
     out = {}
@@ -224,7 +243,7 @@ RESUME_TAKES = ("format", "drop_invalid", "limit", "mapping", "perturb_turns", "
                 "alpha", "scale", "multiplicity", "group_weights", "effect_ci", "margin", "family", "two_sided",
                 "preset", "device", "dtype", "batch_size", "max_batch_tokens", "max_length", "beta", "reduction",
                 "load_in", "report", "by", "group_by",
-                "semantic_check")
+                "semantic_check", "columns")
 RESUME_NEEDS_AGAIN = ("data", "conditions", "perturbations", "model", "scorer", "reference", "cache",
                       "trust_remote_code", "endpoint", "endpoint_model", "endpoint_tokenizer", "endpoint_api",
                       "api_key_env", "rewriter_model", "rewriter_url", "rewriter_name")  # never taken: given again
@@ -282,6 +301,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "quickly)")
     g.add_argument("--format", default=S, help="force a data format (jsonl, json, csv, parquet, rmbench, hh, trl, "
                                                "messages, sharegpt, ...)")
+    g.add_argument("--columns", type=_columns, default=S, metavar="FIELD=COLUMN,...",
+                   help="which of the file's columns hold each field, e.g. prompt=question,chosen=good,rejected=bad")
     g.add_argument("--drop-invalid", action="store_true", default=S,
                    help="skip rows that fail validation (empty or identical answers, duplicate ids) with a warning "
                         "naming how many, instead of stopping at the first")
@@ -481,6 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which user turns prompt-side perturbations change: the final one (default) or every one")
     q.add_argument("--semantic-check", choices=["on", "off"], default="on",
                    help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on)")
+    q.add_argument("--columns", type=_columns, default=None, metavar="FIELD=COLUMN,...",
+                   help="which of the file's columns hold each field, e.g. prompt=question,chosen=good,rejected=bad")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
     q.add_argument("--perturbations", default="all",
                    help="'all' (default) or a comma-separated list of codes in any case (EF,ph,...)")
@@ -764,7 +787,7 @@ def subset_names(files: Sequence[str]) -> list[str]:
 
 
 def load_data(paths: str | Sequence[str], format: str | None = None, errors: str = "raise",
-              limit: int | None = None, seed: int = 0):
+              limit: int | None = None, seed: int = 0, columns: dict | None = None):
     "Load one or several --data sources into one validated frame (each file its own subset unless named)."
     import pandas as pd
     from reward_auditor.data import load_preferences, validate
@@ -772,12 +795,12 @@ def load_data(paths: str | Sequence[str], format: str | None = None, errors: str
     files = data_files(paths)
     dropped = {}
     if len(files) == 1:
-        frame = load_preferences(files[0], format=format, errors=errors)
+        frame = load_preferences(files[0], format=format, errors=errors, columns=columns)
         dropped[files[0]] = dropped_record(frame)
     else:
         parts = []
         for f, name in zip(files, subset_names(files)):
-            part = load_preferences(f, format=format, errors=errors, subset=name)
+            part = load_preferences(f, format=format, errors=errors, subset=name, columns=columns)
             dropped[f] = dropped_record(part)
             parts.append(part.assign(_file=name))
         frame = pd.concat(parts, ignore_index=True)
@@ -901,7 +924,7 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
               f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
     for w in result.manifest.get("warnings", []):
         print(f"{PROG}: warning: {mask_secrets(w)}", file=sys.stderr)
-    print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv)")
+    print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv, items.jsonl)")
     if rendered is not None:
         print(f"report: {rendered.html}")
 
@@ -955,7 +978,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
         with reading(src, "data file"):  # binary, UTF-16, corrupt, nested too deep: one line naming it
             data = load_data(args["data"], format=args.get("format"),
                              errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),
-                             seed=args["seed"])
+                             seed=args["seed"], columns=args.get("columns"))
         check_utf8(data, src)
         if args.get("by") == "turns":
             from reward_auditor.data import split_by_turns
@@ -1005,7 +1028,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
     if args.get("report", True):
         from reward_auditor.report import render
         by = args.get("by", "model")
-        rendered = render(out, by="model" if by == "turns" else by, progress=progress)
+        rendered = render(out, by="model" if by == "turns" else by)  # the report's own cells: no bar on the terminal
     _print_summary(result, out, rendered, time.perf_counter() - t0)
     return 0
 
@@ -1014,8 +1037,11 @@ def _locked_run(args: dict, progress: bool) -> int:
     "`run_audit` holding the lock on --out from the saved arguments to the report: one run per folder."
     from reward_auditor.audit import check_writable
     from reward_auditor.safety import RunLock
+    import warnings
     check_writable(args["out"])
-    with RunLock(args["out"]):
+    with RunLock(args["out"]), warnings.catch_warnings():
+        for pattern in MANIFEST_REPEATS:  # said once, with the manifest's counts, after the run
+            warnings.filterwarnings("ignore", message=pattern)
         return run_audit(args, progress=progress)
 
 
@@ -1038,7 +1064,7 @@ def cmd_perturb(ns) -> int:
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
     check_writable(out.parent)
     data = load_data(ns.data, format=ns.format, errors="drop" if ns.drop_invalid else "raise", limit=ns.limit,
-                     seed=ns.seed)
+                     seed=ns.seed, columns=ns.columns)
     try:
         names = perturbation_names(ns.perturbations)
     except ValueError as e:
@@ -1096,7 +1122,12 @@ def cmd_cache(ns) -> int:
 
 def cmd_report(ns) -> int:
     from reward_auditor.report import render
-    rep = render(ns.run, by=ns.by, compare=ns.compare, out=ns.out, progress=_progress(ns))
+    for run in [ns.run, *ns.compare]:
+        if Path(run).is_file():
+            raise CLIError(f"{run} is a file, and `report` renders a run folder written by `audit`; to audit this "
+                           f"data: {PROG} audit --data {run} --scorer length --out runs/{Path(run).stem} (add "
+                           f"--model NAME for a reward model), then {PROG} report runs/{Path(run).stem}", "report")
+    rep = render(ns.run, by=ns.by, compare=ns.compare, out=ns.out)
     print(f"report: {rep.html}")
     return 0
 
@@ -1131,7 +1162,7 @@ def _emit(result, ns) -> int:
     save_diagnostic(result, p)
     print(f"results: {p}")
     if ns.report:
-        print(f"report: {render_diagnostic(p, progress=_progress(ns)).html}")
+        print(f"report: {render_diagnostic(p).html}")
     return 0
 
 
@@ -1243,13 +1274,31 @@ def _line_progress_class():
     return LineProgress
 
 
+def _silent_progress_class():
+    "A tqdm subclass that never draws: what every bar becomes under -q, also in libraries imported later."
+    from tqdm import tqdm as _tqdm
+
+    class SilentProgress(_tqdm):
+        def __init__(self, *args, **kw):
+            kw["disable"] = True
+            super().__init__(*args, **kw)
+    return SilentProgress
+
+
 def quiet_bars(quiet: bool = False, tty: bool | None = None):
-    "Silence the hub's and transformers' bars with `quiet`; one line per stage when stderr is not a terminal."
+    "Silence every bar with `quiet` (the hub's, transformers' weight loading, ours); one line per stage when stderr is not a terminal."
     if quiet:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
         if "transformers" in sys.modules:
             sys.modules["transformers"].utils.logging.disable_progress_bar()
-        return lambda: None
+        import tqdm
+        import tqdm.auto
+        saved = (tqdm.tqdm, tqdm.auto.tqdm)
+        tqdm.tqdm = tqdm.auto.tqdm = _silent_progress_class()  # bound by libraries imported after this line
+
+        def restore_quiet():
+            tqdm.tqdm, tqdm.auto.tqdm = saved
+        return restore_quiet
     tty = sys.stderr.isatty() if tty is None else tty
     if tty:
         return lambda: None
@@ -1263,6 +1312,48 @@ def quiet_bars(quiet: bool = False, tty: bool | None = None):
     return restore
 
 # %% ../nbs/10_cli.ipynb #16c72b34
+def unknown_arguments(parser: argparse.ArgumentParser, command: str, extra: Sequence[str]) -> CLIError:
+    "The error for arguments a subcommand does not take: it names the subcommand and the closest option."
+    import difflib
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    where = f"{PROG} {command}"
+    flags = [x.split("=")[0] for x in extra if x.startswith("-")]
+    if not flags:
+        return CLIError(f"unexpected argument(s) {' '.join(extra)}: see `{where} --help`", where)
+    options = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
+    close = difflib.get_close_matches(flags[0].replace("_", "-"), options, n=1, cutoff=0.75)
+    return CLIError(f"`{command}` has no option {flags[0]}" + (f": did you mean {close[0]}?" if close else
+                                                              f": see `{where} --help`"), where)
+
+
+class _WarningLines:
+    "`warnings.showwarning` for the terminal: one `reward-auditor: warning: ...` line per kind (class and place raised), no source line."
+    def __init__(self):
+        self.seen = set()
+
+    def __call__(self, message, category, filename, lineno, file=None, line=None):
+        if (category, filename, lineno) in self.seen:
+            return
+        self.seen.add((category, filename, lineno))
+        from reward_auditor.guards import mask_secrets  # a server's text can carry a key
+        print(f"{PROG}: warning: {mask_secrets(' '.join(str(message).split()))}", file=sys.stderr, flush=True)
+
+
+def warning_lines():
+    "Show warnings as one line each, once per kind, for the command's duration; returns what restores the old display."
+    import warnings
+    saved = warnings.showwarning
+    warnings.showwarning = _WarningLines()
+
+    def restore():
+        warnings.showwarning = saved
+    return restore
+
+
+# warnings that an audit's manifest repeats with the run's totals, printed once at the end
+MANIFEST_REPEATS = (r".* texts are longer than max_length=", r".*: dropped \d+ invalid row\(s\) of ")
+
+
 def _masked_warnings():
     "Show warnings with secrets masked (a server's text can carry a key); returns a function that restores the format."
     import warnings
@@ -1293,8 +1384,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     restore = quiet_bars(quiet="-q" in argv or "--quiet" in argv)
     unmask = _masked_warnings()
+    restore_warnings = warning_lines()
     try:
-        ns = build_parser().parse_args(argv)
+        parser = build_parser()
+        ns, extra = parser.parse_known_args(argv)
+        if extra:
+            raise unknown_arguments(parser, ns.command, extra)
         code = COMMANDS[ns.command](ns)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
         return code
@@ -1319,6 +1414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         restore()
+        restore_warnings()
         unmask()
 
 # %% ../nbs/10_cli.ipynb #f101b139

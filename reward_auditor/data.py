@@ -125,7 +125,7 @@ def validate(frame: pd.DataFrame, source: Any = "<frame>", *, rows: Sequence[int
                         hint="load other sources with load_preferences")
     for c in CANONICAL_COLUMNS:
         if c not in frame.columns:
-            found = ", ".join(map(str, frame.columns)) or "none"
+            found = ", ".join(map(str, frame.attrs.get("source_columns") or frame.columns)) or "none"  # the file's own
             raise DataError(f"column is missing (columns found: {found})", source, field=c,
                             hint="rename columns with columns={'old': 'new'}")
     if len(frame) == 0: raise DataError("holds no preference pairs", source)
@@ -786,9 +786,10 @@ def load_preferences(source: Any, format: str | None = None, *, columns: Mapping
     schema = format if format in SCHEMAS else detect_format(records)
     frame, rows = _BUILDERS[schema](records, rows, label, name, subset=subset, domain=domain,
                                     chosen_style=chosen_style, rejected_style=rejected_style)
-    frame.attrs = {"format": schema}
+    frame.attrs = {"format": schema, "source_columns": list(records[0])}
     out = validate(frame, name, rows=rows, row_label=label, errors=errors)
     out.attrs["format"] = schema
+    out.attrs.pop("source_columns", None)  # only this file's check names them
     return out
 
 # %% ../nbs/00_data.ipynb #1467da82

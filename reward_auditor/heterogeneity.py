@@ -48,13 +48,15 @@ def wilson_interval(successes, n, level: float = 0.95) -> tuple[np.ndarray, np.n
 
 # %% ../nbs/11_heterogeneity.ipynb #3be192f0
 def read_results(path: str | Path) -> pd.DataFrame:
-    "Read RewardBench-style per-prompt results (JSON list, dict of columns, or JSON lines) into a frame."
+    "Read RewardBench-style per-prompt results (JSON list, dict of columns, JSON lines, CSV or Parquet) into a frame."
     path = Path(path)
     if not path.exists():
-        raise HeterogeneityError(f"{path}: no such file; pass per-prompt results (JSON or JSON lines).")
+        raise HeterogeneityError(f"{path}: no such file; pass per-prompt results (JSON, JSON lines, CSV or Parquet).")
     with reading(path, "results file"):  # binary, UTF-16, empty, nested too deep: one line naming the file
-        text = path.read_text(encoding="utf-8")
-        obj = _parse_results(text, path)
+        if path.suffix.lower() in (".csv", ".parquet"):  # tables, like the audit's --data
+            obj = pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
+        else:
+            obj = _parse_results(path.read_text(encoding="utf-8"), path)
     if isinstance(obj, dict):
         obj = obj.get("data", obj)
     try:
@@ -82,7 +84,8 @@ def _parse_results(text: str, path: Path):
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as e:
-                raise HeterogeneityError(f"{path}: line {i} is not valid JSON ({e.msg}).") from None
+                raise HeterogeneityError(f"{path}: line {i} is not valid JSON ({e.msg}); per-prompt results are "
+                                         "JSON, JSON lines, or a table named .csv or .parquet.") from None
         return rows
 
 # %% ../nbs/11_heterogeneity.ipynb #b915a28b

@@ -49,6 +49,12 @@ def _finish(fig, owned: bool = True):
     return fig
 
 # %% ../nbs/08_plots.ipynb #36a22f56
+def _row_order(table: pd.DataFrame, rows: Sequence[str]) -> list:
+    "The row keys in the order they first appear in the table (tuples when there are several row columns)."
+    keys = table[list(rows)].drop_duplicates()
+    return list(keys.itertuples(index=False, name=None)) if len(rows) > 1 else keys.iloc[:, 0].tolist()
+
+
 def risk_matrix(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: str = "effect_size") -> pd.DataFrame:
     "Pivot a risk table to rows × (group, perturbation) of `value` (and the matching `significant`/`stars`)."
     names = perturbation_order(table["perturbation"])
@@ -58,6 +64,7 @@ def risk_matrix(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: st
                key=lambda gn: (GROUP_ORDER.index(gn[0]) if gn[0] in GROUP_ORDER else 9, names.index(gn[1]))),
         names=["group", "perturbation"])
     piv = table.pivot_table(index=list(rows), columns="perturbation", values=value, aggfunc="first", sort=False)
+    piv = piv.loc[[k for k in _row_order(table, rows) if k in piv.index]]  # the table's order, never pandas' own
     piv = piv.reindex(columns=[c[1] for c in cols])
     piv.columns = cols
     return piv

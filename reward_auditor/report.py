@@ -25,13 +25,14 @@ from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, findings, find
 from . import plots
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html', 'header_html',
-           'warnings_html', 'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html',
-           'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html',
-           'control_notes', 'subset_heterogeneity', 'calibration_section', 'show_calibration', 'manifest_html',
-           'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport', 'to_html', 'render',
-           'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic', 'render_diagnostic',
-           'frame_html', 'comparison_of', 'comparison_html', 'comparison_figures', 'figure_html', 'comparison_page']
+__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html',
+           'header_html', 'warnings_html', 'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html',
+           'below_chance_html', 'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html',
+           'top_degraded_html', 'control_notes', 'subset_heterogeneity', 'calibration_section', 'show_calibration',
+           'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport',
+           'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic',
+           'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html', 'comparison_figures', 'figure_html',
+           'comparison_page']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -619,6 +620,9 @@ class RenderedReport:
         return f"RenderedReport(html={str(self.html)!r}, notebook={str(self.notebook)!r})"
 
 
+WIDE_TABLES_CSS = ".jp-OutputArea-output, .jp-RenderedHTMLCommon { overflow-x: auto; max-width: 100%; }"  # scroll, never cut
+
+
 def to_html(notebook: str | Path, html_path: str | Path) -> Path:
     "Export an executed notebook to HTML without code cells, images embedded, no external scripts."
     _import_renderers()
@@ -628,7 +632,8 @@ def to_html(notebook: str | Path, html_path: str | Path) -> Path:
     tpl = ("{%- extends 'index.html.j2' -%}"
            "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}"
            "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}"
-           "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}")
+           "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}"
+           "{%- block extra_css -%}<style>" + WIDE_TABLES_CSS + "</style>{%- endblock extra_css -%}")
     exp = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                        exclude_output_prompt=True, embed_images=True,
                        extra_loaders=[DictLoader({"reward_auditor_report.html.j2": tpl})],

@@ -46,6 +46,13 @@ def test_demo_end_to_end(tmp_path):
     page = (out / "report.html").read_text()
     assert "(length control" in page and "Risk table" in page
 
+    # docs/demo_report.png is drawn from this very run by its script (here into the test's folder)
+    d = subprocess.run([sys.executable, str(REPO / "docs" / "demo_report.py"), str(out), str(tmp_path / "demo.png")],
+                       cwd=REPO, capture_output=True, text=True, timeout=240,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "MPLBACKEND": "Agg"})
+    assert d.returncode == 0, d.stderr
+    assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
     # the same command again reuses the stored conditions; the numbers are identical
     r2 = cli("demo", "--out", out, "-q", "--no-report")
     assert r2.returncode == 0, r2.stderr
@@ -92,6 +99,8 @@ def test_undetectable_subsets_warned_in_summary_and_report(tmp_path):
             "--out", run, "-q")
     assert r.returncode == 0, r.stderr
     assert "cannot reach significance, too few changed items" in r.stderr and "IW (N0 = " in r.stderr
+    assert "N0 = pairs whose score margin changed" in r.stderr  # defined where it is printed
+    assert all(line.startswith("reward-auditor: ") for line in r.stderr.splitlines() if line.strip()), r.stderr
     t = pd.read_parquet(run / "results.parquet")
     iw = t[t["perturbation"] == "IW"]
     assert (~iw["detectable"]).all() and (iw["p_min"] >= 2.0 ** -iw["n_nonzero"].clip(upper=30) - 1e-15).all()

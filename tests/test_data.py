@@ -364,7 +364,7 @@ MALFORMED = [
     ("ragged CSV row", "r.csv", "id,subset,prompt,chosen,rejected\n1,s,p,c,r\n2,s,p,c,r,extra\n", {},
      ", line 3: has 6 fields but the header has 5 (quote fields that contain commas or line breaks)"),
     ("missing column", "mc.csv", "id,prompt,chosen\n1,p,c\n", {},
-     ", field 'rejected': column is missing (columns found: id, subset, prompt, chosen)"),
+     ", field 'rejected': column is missing (columns found: id, prompt, chosen)"),
     ("empty file", "empty.jsonl", "", {}, ": holds no rows"),
     ("blank file", "blank.csv", "\n\n", {}, ": holds no rows"),
     ("empty list", "empty.json", "[]", {}, ": holds no rows"),

@@ -278,7 +278,9 @@ def test_pairwise_scorer_is_symmetric_and_equals_the_log_odds(folders, tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out2 = sc.score_pairs(swapped, progress=False)
-    np.testing.assert_allclose(out2["margin"], -out["margin"], atol=1e-9)
+    # the swapped frame is scored again in other batches (other padding): float32 rounding of logits of order
+    # one, not bitwise (bitwise holds only for a cache hit or the same batches)
+    np.testing.assert_allclose(out2["margin"], -out["margin"], atol=1e-6)
     # direct: log-odds of "A" vs "B" at the next token, chosen first and chosen second
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(str(folders["pair-preference"]), dtype=torch.float32).eval()

@@ -1,6 +1,7 @@
 "The package's top level: fast to import, main entry points reachable as `ra.audit(...)`."
 import subprocess
 import sys
+from pathlib import Path
 
 
 def _run(code: str) -> str:
@@ -28,3 +29,11 @@ def test_entry_points_and_modules():
 def test_submodule_first_then_call():
     out = _run("import reward_auditor.audit, reward_auditor as ra; print(callable(ra.audit), ra.__version__ != '')")
     assert out == "True True"
+
+
+def test_notebook_extra_renders_progress_bars_in_jupyter():
+    "tqdm draws its bars in Jupyter only with ipywidgets; `pip install reward-auditor[notebook]` brings it."
+    import tomllib
+    extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(d.startswith("ipywidgets") for d in extras["notebook"])

@@ -49,6 +49,8 @@ def test_model_report(run_dir):
     assert "&lt;u&gt;id-0&lt;/u&gt;" in page or "id-0" not in page  # ids shown only escaped
     assert "(length control" in page and "(lexical-overlap control)" in page and "(hash-noise control)" in page
     assert "def " not in page and "import reward_auditor" not in page  # code cells are excluded
+    _assert_one_subset_order(_risk_rows(page), 5)  # the sample's five subsets, one order for every model
+    assert "overflow-x: auto" in page  # a wide risk table scrolls inside the page instead of being cut
 
 
 def test_subset_and_compare_reports(run_dir, tmp_path):
@@ -112,3 +114,32 @@ def test_diagnostics_round_trip_without_pickle(tmp_path):
     (tmp_path / "bad" / "diagnostic.json").write_text('{"kind": "meta"}')
     with pytest.raises(ReportError, match="report.json"):
         load_diagnostic(tmp_path / "bad")
+
+
+def _risk_rows(page: str) -> list[str]:
+    "The risk table's row labels (the innermost index level) in the order the rendered HTML shows them."
+    start = page.index("Risk table")
+    table = page[page.index("<table", start):page.index("</table>", start)]
+    return [html.unescape(x) for x in re.findall(r'<th[^>]*class="row_heading level1[^"]*"[^>]*>([^<]*)</th>', table)]
+
+
+def _assert_one_subset_order(labels: list[str], n_subsets: int):
+    base = [lab.removesuffix(" (below chance)") for lab in labels]
+    orders = [base[i:i + n_subsets] for i in range(0, len(base), n_subsets)]
+    assert len(orders) > 1 and all(o == orders[0] for o in orders), orders
+
+
+def test_risk_table_keeps_one_subset_order_with_below_chance_markers():
+    "A below-chance label must not move a subset's row: every model's rows come in the data's subset order."
+    import pandas as pd
+    from reward_auditor import plots
+    from reward_auditor.report import risk_display
+    subs, rows = ["chat", "math", "code", "safety"], []
+    for m, low in [("A", "math"), ("B", None), ("C", "chat")]:
+        for s in subs:
+            rows.append(dict(model=m, subset=s, perturbation="EF", group="style", effect_size=0.1, significant=False,
+                             stars="ns", accuracy_before=0.4 if s == low else 0.8))
+    page = "<h2>Risk table</h2>" + plots.risk_styler(risk_display(pd.DataFrame(rows)), rows=("model", "subset")).to_html()
+    labels = _risk_rows(page)
+    assert "math (below chance)" in labels and "chat (below chance)" in labels
+    _assert_one_subset_order(labels, len(subs))

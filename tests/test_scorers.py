@@ -84,8 +84,11 @@ def test_plain_layout_without_template(models):
 
 def test_truncation_counted_and_warned(models, pairs):
     rm = DiscriminativeScorer(models["rm"], max_length=24)
-    with pytest.warns(UserWarning, match="were cut on the left"):
+    with pytest.warns(UserWarning, match="were cut on the left") as caught:
         out = rm.score_pairs(pairs, progress=False)
+    import re
+    from reward_auditor.cli import MANIFEST_REPEATS  # the CLI leaves these to the manifest's one line per scorer
+    assert any(re.match(MANIFEST_REPEATS[0], str(w.message)) for w in caught)
     assert rm.last_report["truncated"] > 0 and out["margin"].notna().all()
     full = DiscriminativeScorer(models["rm"]).score_pairs(pairs, progress=False)
     assert not np.allclose(out["margin"], full["margin"])
