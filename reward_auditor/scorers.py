@@ -762,6 +762,7 @@ def unpack_encoded(enc: dict) -> tuple[list[np.ndarray], list]:
     return [ids[e - n:e] for n, e in zip(enc["lengths"], ends)], list(enc["metas"])
 
 
+
 # %% ../nbs/06_scorers.ipynb #71ed4965
 def _load_tokenizer(spec: str, trust_remote_code: bool, revision: str | None):
     from transformers import AutoTokenizer
@@ -1416,9 +1417,9 @@ def load_scorer(spec, kind: str | None = None, **kw) -> Scorer:
         return PrecomputedScorer(path, **kw)
     if kind == "precomputed":
         raise ScorerError(f"score file {path} does not exist")
-    if kind is not None and kind not in MODEL_KINDS and kind not in ("pairwise", "lm-reward"):
+    if kind is not None and kind not in MODEL_KINDS and kind not in ("pairwise", "lm-reward", "prm"):
         raise ScorerError(f"unknown scorer kind {kind!r}; use one of "
-                          f"{sorted([*MODEL_KINDS, *CONTROLS, 'callable', 'precomputed', 'pairwise', 'lm-reward'])}")
+                          f"{sorted([*MODEL_KINDS, *CONTROLS, 'callable', 'precomputed', 'pairwise', 'lm-reward', 'prm'])}")
     if path.is_dir():
         if not (path / "config.json").is_file():
             from reward_auditor.families import folder_hint  # a raw checkpoint a registry family knows how to load
