@@ -28,11 +28,11 @@ from . import scorers as ra_scorers
 from . import stats as ra_stats
 
 # %% auto #0
-__all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS',
-           'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'AuditError', 'AuditSettings',
-           'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions', 'resolve_scorers',
-           'score_conditions', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json',
-           'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
+__all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'STEP_SCORE_COLUMNS',
+           'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'AuditError',
+           'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions',
+           'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table', 'decide',
+           'summary_json', 'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
            'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
            'style_matrices', 'audit', 'check_writable']
 
@@ -334,6 +334,7 @@ def _counts(scorer) -> dict[str, int]:
 
 
 SCORE_COLUMNS = ("margin", "reward_chosen", "reward_rejected")
+STEP_SCORE_COLUMNS = ("step_scores_chosen", "step_scores_rejected")
 
 
 def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, Any], cache=None,
@@ -341,6 +342,7 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
     "Margins (and rewards, when the scorer gives them) of one scorer on `orig` and every condition → (items, counts)."
     from tqdm import tqdm
     cols = ["id", "subset", "prompt", "chosen", "rejected"] + (["history"] if "history" in original.columns else [])
+    cols += [c for c in ("chosen_steps", "rejected_steps") if c in original.columns]  # step-scored (PRM) solutions
     # model scorers tokenize the next condition's changed texts in the background while this one is scored
     prefetch = getattr(scorer, "prefetch", None) or (lambda frame, cache=None: 0)
     todo = [c.frame.loc[c.frame["changed"].to_numpy(bool), cols] for c in conditions.values()]
@@ -378,6 +380,13 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
         for c in keep:
             frame[f"{c}_before"] = before[c].to_numpy(float)
             frame[f"{c}_after"] = after[c].to_numpy(float)
+        for c in [c for c in STEP_SCORE_COLUMNS if c in base.columns]:  # a PRM's step scores, before and after
+            b = base[c].reindex(ids).tolist()
+            a = list(b)
+            if changed.any():
+                for k, v in zip(np.flatnonzero(changed), res[c].reindex(ids[changed]).tolist()):
+                    a[k] = v
+            frame[f"{c}_before"], frame[f"{c}_after"] = b, a
         rows.append(frame)
     _refuse_unscored(scorer, base, lacking)
     items = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
