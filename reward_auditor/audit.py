@@ -116,7 +116,9 @@ def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
         # the ten built-ins and user-registered ones; model-backed variants only when named
         builtins = list(getattr(pt, "BUILTINS", reg))
         model_kind = getattr(pt, "ModelRewrite", ())
-        return builtins + [n for n, p in reg.items() if n not in builtins and not isinstance(p, model_kind)]
+        steps_only = getattr(pt, "STEP_PERTURBATIONS", ())  # SN, MX: added for step-annotated data (see `audit`)
+        return builtins + [n for n, p in reg.items() if n not in builtins and not isinstance(p, model_kind)
+                           and n not in steps_only]
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     folded = {n.lower(): n for n in reg}  # codes in any case: ef, Ef and EF are the same perturbation
@@ -940,6 +942,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if out is not None:  # refuse a folder holding another dataset's run before any work (overwrite clears it)
         _stamp_data(out, original, source, overwrite)
     names = perturbation_names(perturbations) if perturbations is not None else []
+    if isinstance(perturbations, str) and perturbations.strip().lower() == "all" and "chosen_steps" in original.columns:
+        names += [n for n in ra_perturbations.STEP_PERTURBATIONS if n not in names]  # step solutions: SN and MX too
     scorer_objs = resolve_scorers(scorers)
     perturber = None
     if engine is not None:  # the engine's workers perturb too (Ray tasks with the Ray engine)
