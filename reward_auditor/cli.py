@@ -933,7 +933,7 @@ def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progres
         m = res.manifest
         print(f"  {sc.name}: first-error F1 {m['f1_orig']:.3f} on {m['n_solutions']} solutions of {m['n_problems']} "
               f"problems (threshold {m['threshold']:.4g}, aggregate {m['aggregate']})")
-        for r in res.summary.itertuples():
+        for r in res.summary[res.summary["subset"] == "all"].itertuples():
             print(f"    {r.perturbation}: F1 {r.f1_before:.3f} -> {r.f1_after:.3f} ({r.n_worse} worse, {r.n_better} "
                   f"better, p = {r.p_value:.3g})")
         done[sc.name] = res

@@ -190,6 +190,9 @@ def prm_step_audit(solutions: pd.DataFrame, scorer, perturbations: Iterable[str]
         warnings.warn(f"perturbation {n} skipped: {skipped[n]}", stacklevel=2)
     bon0 = best_of_n_table(groups, truth < 0, r0, ns)
     summary, bon, steps = [], [bon0.assign(perturbation="orig", when="before")], []
+    sub_of = sols["subset"].astype(str).to_numpy()
+    subsets = [("all", np.ones(len(sols), bool))] + ([(x, sub_of == x) for x in dict.fromkeys(sub_of)]
+                                                      if len(set(sub_of)) > 1 else [])
     steps.append(pd.DataFrame({"solution_id": ids, "group_id": groups, "perturbation": "orig", "changed": False,
                                "first_error": truth, "pred": m0["pred"], "right": m0["right"],
                                "step_scores": base, "reward": r0, "steps": sols["steps"].tolist()}))
@@ -203,17 +206,20 @@ def prm_step_audit(solutions: pd.DataFrame, scorer, perturbations: Iterable[str]
                 after[k] = v
         m1 = first_error_metrics(truth, after, tau)
         r1 = np.array([scorer.reward(s) for s in after])
-        test = correctness_test(m0["right"], m1["right"], groups, B=B, seed=seed)
-        summary.append({"perturbation": name, "side": ra_perturbations.registry[name].side, "n": len(sols),
-                        "n_changed": int(ch.sum()), "threshold": tau,
-                        "acc_error_before": m0["acc_error"], "acc_error_after": m1["acc_error"],
-                        "acc_correct_before": m0["acc_correct"], "acc_correct_after": m1["acc_correct"],
-                        "f1_before": m0["f1"], "f1_after": m1["f1"], "delta_f1": m1["f1"] - m0["f1"], **test})
+        for label, sel in subsets:  # all solutions, then each subset (e.g. ProcessBench's four) when there are several
+            a0 = first_error_metrics(truth[sel], [base[k] for k in np.flatnonzero(sel)], tau)
+            a1 = first_error_metrics(truth[sel], [after[k] for k in np.flatnonzero(sel)], tau)
+            test = correctness_test(a0["right"], a1["right"], groups[sel], B=B, seed=seed)
+            summary.append({"subset": label, "perturbation": name, "side": ra_perturbations.registry[name].side,
+                            "n": int(sel.sum()), "n_changed": int(ch[sel].sum()), "threshold": tau,
+                            "acc_error_before": a0["acc_error"], "acc_error_after": a1["acc_error"],
+                            "acc_correct_before": a0["acc_correct"], "acc_correct_after": a1["acc_correct"],
+                            "f1_before": a0["f1"], "f1_after": a1["f1"], "delta_f1": a1["f1"] - a0["f1"], **test})
         bon.append(best_of_n_table(groups, truth < 0, r1, ns).assign(perturbation=name, when="after"))
         steps.append(pd.DataFrame({"solution_id": ids, "group_id": groups, "perturbation": name, "changed": ch,
                                    "first_error": truth, "pred": m1["pred"], "right": m1["right"],
                                    "step_scores": after, "reward": r1, "steps": c["steps"].tolist()}))
-    cols = ["perturbation", "side", "n", "n_changed", "threshold", "acc_error_before", "acc_error_after",
+    cols = ["subset", "perturbation", "side", "n", "n_changed", "threshold", "acc_error_before", "acc_error_after",
             "acc_correct_before", "acc_correct_after", "f1_before", "f1_after", "delta_f1", "n_worse", "n_better",
             "n_groups", "p_value", "exact"]
     manifest = {"scorer": getattr(scorer, "name", str(scorer)), "kind": getattr(scorer, "kind", ""),

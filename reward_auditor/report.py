@@ -771,7 +771,8 @@ def prm_worst(res, k: int = 6) -> list[dict]:
              "after": list(r.step_scores), "first_error": int(r.first_error)} for r in top.itertuples()]
 
 
-PRM_TABLE_COLUMNS = {"perturbation": "perturbation", "n_changed": "changed", "acc_error_before": "acc. erroneous before",
+PRM_TABLE_COLUMNS = {"subset": "subset", "perturbation": "perturbation", "n_changed": "changed",
+                     "acc_error_before": "acc. erroneous before",
                      "acc_error_after": "after", "acc_correct_before": "acc. correct before",
                      "acc_correct_after": "after ", "f1_before": "F1 before", "f1_after": "F1 after",
                      "n_worse": "worse", "n_better": "better", "p_value": "p (paired, exact when small)"}
