@@ -828,6 +828,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
         with reading(src, "data file"):  # binary, UTF-16, corrupt, nested too deep: one line naming it
             if args.get("kind") == "prm":  # step-annotated solutions for the step-level audit (None: not step data)
                 solutions = load_step_solutions(args["data"], args.get("format"), bool(args.get("drop_invalid")))
+                if solutions is not None and args.get("limit"):  # the same seeded, subset-proportional sample
+                    solutions = limit_pairs(solutions, args["limit"], args["seed"])
             try:
                 data = load_data(args["data"], format=args.get("format"),
                                  errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),

@@ -329,19 +329,21 @@ def test_step_audit_reports_a_fixed_threshold(prms):
 # ---------------------------------------------------------------------------------------------------------- CLI
 def test_trl_stepwise_file_audited_end_to_end_from_the_cli(prms, tmp_path):
     from reward_auditor.cli import main
-    f = write_jsonl(tmp_path / "trl.jsonl", trl_rows(4))
+    f = write_jsonl(tmp_path / "trl.jsonl", trl_rows(4) + [{"prompt": "q?", "completions": ["a"], "labels": []}])
     out = tmp_path / "run"
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    with contextlib.redirect_stdout(buf), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         rc = main(["audit", "--data", str(f), "--model", f"prm={prms['token-classification']}", "--kind", "prm",
                    "--aggregate", "prod", "--perturbations", "SN,MX,PH", "-B", "199", "--out", str(out), "-q",
-                   "--no-report"])
+                   "--no-report", "--drop-invalid"])
     assert rc == 0, buf.getvalue()
     items = pd.read_parquet(out / "items.parquet")
     assert {"step_scores_chosen_before", "step_scores_chosen_after"} <= set(items.columns)
     mf = json.loads((out / "manifest.json").read_text())
     assert mf["models"]["prm"]["settings"]["aggregate"] == "prod" and mf["models"]["prm"]["kind"] == "prm"
     assert set(mf["perturbations"]) == {"SN", "MX", "PH"}
+    assert mf["data"]["dropped_invalid"] == {str(f): 1} and mf["data"]["n_items"] == 8  # 4 problems × 2 pairs
     prm = json.loads((out / "prm" / "prm" / "prm.json").read_text())
     assert prm["aggregate"] == "prod" and prm["n_solutions"] == 12 and prm["perturbations"] == ["SN", "MX", "PH"]
     assert "first-error F1" in buf.getvalue()
