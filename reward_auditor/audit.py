@@ -29,12 +29,13 @@ from . import stats as ra_stats
 
 # %% auto #0
 __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'STEP_SCORE_COLUMNS',
-           'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'AuditError',
-           'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions', 'file_conditions',
-           'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table', 'decide',
-           'summary_json', 'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
-           'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
-           'style_matrices', 'audit', 'check_writable']
+           'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'BELOW_CHANCE_NOTE',
+           'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'make_conditions',
+           'file_conditions', 'resolve_scorers', 'score_conditions', 'family_seed', 'differences', 'family_table',
+           'decide', 'summary_json', 'write_summaries', 'AuditResult', 'package_versions', 'error_control',
+           'too_few_to_test', 'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table',
+           'truncation_warnings', 'style_matrices', 'audit', 'check_writable', 'below_chance', 'findings',
+           'findings_html']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -1079,14 +1080,39 @@ def check_writable(path: str | Path, option: str = "--out") -> Path:
     return path
 
 # %% ../nbs/07_audit.ipynb #139f1035
+BELOW_CHANCE_NOTE = "below chance: suitability is not meaningful here"
+
+
+def below_chance(accuracy) -> bool:
+    "True when the accuracy on the original pairs is at or below 0.5 (a coin would do as well)."
+    return bool(pd.notna(accuracy) and float(accuracy) <= 0.5)
+
+
+def findings(table: pd.DataFrame) -> pd.DataFrame:
+    "Per scorer × subset: significant perturbations (largest effect first), UNSUITABLE count, accuracy."
+    def one(g):
+        sig = g[g["significant"].astype(bool)].sort_values("effect_size", ascending=False)
+        return pd.Series({
+            "accuracy": float(g["accuracy_before"].iloc[0]),
+            "unsuitable": int((g["verdict"] == "UNSUITABLE").sum()),
+            "significant": ", ".join(f"{r.perturbation} ({r.effect_size:+.2f}{r.stars})" for r in sig.itertuples())
+                           or "none",
+            "caveat": BELOW_CHANCE_NOTE if below_chance(g["accuracy_before"].iloc[0]) else ""})
+    return table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
+
+
+def findings_html(table: pd.DataFrame) -> str:
+    "The findings frame as an escaped HTML table."
+    return findings(table).style.format(precision=3, escape="html").hide(axis="index").to_html()
+
+
 def _audit_repr_html(self: AuditResult) -> str:
     "Header, findings and the shaded risk table, for notebooks."
     import html as _html
     from reward_auditor import plots as ra_plots
-    from reward_auditor import report as ra_report
     head = _html.escape(repr(self).splitlines()[0])
     table = ra_plots.risk_styler(self.table, rows=("model", "subset")).to_html()
-    return (f"<div><p><b>{head}</b></p><p><b>Findings</b></p>{ra_report.findings_html(self.table)}"
+    return (f"<div><p><b>{head}</b></p><p><b>Findings</b></p>{findings_html(self.table)}"
             f"<p><b>Risk table</b> (effect size; stars: adjusted p)</p>{table}</div>")
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .scorers import (FALLBACK_MAX_LENGTH, HFScorer, JudgeScorer, PointwiseScorer, ScorerError,
-                                    _load_tokenizer, encode_text, folder_fingerprint, pack_encoded, render_chat,
-                                    truncate_ids, unpack_encoded)
+from .scorer_kinds import (FALLBACK_MAX_LENGTH, HFScorer, JudgeScorer, PointwiseScorer, ScorerError,
+                                         _load_tokenizer, encode_text, folder_fingerprint, pack_encoded, render_chat,
+                                         truncate_ids, unpack_encoded)
 
 # %% auto #0
 __all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'served_identity', 'served_max_length',
@@ -382,7 +382,7 @@ class EndpointChatJudgeScorer(EndpointJudgeScorer):
 
     def score_pairs(self, frame, cache=None, progress: bool = True):
         "As the judge's; `bounded` and `verdict_missing` count every presentation of the frame, cached ones included."
-        from reward_auditor.scorers import _open_cache
+        from reward_auditor.scorer_kinds import _open_cache
         cache = _open_cache(cache)
         self._readout = {}
         out = super().score_pairs(frame, cache=cache, progress=progress)
@@ -398,7 +398,7 @@ class EndpointChatJudgeScorer(EndpointJudgeScorer):
 
     def _judge_messages(self, pres: tuple) -> tuple[list[dict], int]:
         "The chat messages of a presentation and their length in our tokens, oldest turns dropped to leave room."
-        from reward_auditor.scorers import _drop_oldest_turn, _history_of_item, conversation_messages
+        from reward_auditor.scorer_kinds import _drop_oldest_turn, _history_of_item, conversation_messages
         hist = _history_of_item(pres[:2] + pres[3:4])
         tie = f', or "[[{self.tie_label}]]" for a tie' if self.tie_label else ""
         text = self.template.format(prompt=pres[0], a=pres[1], b=pres[2], tie=tie)

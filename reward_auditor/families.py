@@ -17,16 +17,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import scorers as S
-from .scorers import ScorerError
+from . import scorer_kinds as S
+from .scorer_kinds import REGISTER_HINT, ScorerError, describe_output
 
 # %% auto #0
-__all__ = ['TEMPLATES', 'REGISTER_HINT', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'LM_KINDS', 'PAIRRM_PREFIXES',
-           'read_config', 'checkpoint_shapes', 'folder_files', 'remote_code_files', 'turns_context', 'render_messages',
-           'conversation', 'describe_output', 'extract', 'Family', 'register', 'match_family', 'hub_weight_shapes',
-           'weight_shapes', 'hub_files', 'family_of', 'registry_table', 'head_model_class', 'LDLRewardModel',
-           'refuse_remote_code', 'FamilyScorer', 'folder_hint', 'safe_rlhf_normalize', 'PairPreferenceScorer',
-           'check_classifier_head', 'load_model', 'pairrm_conversation', 'pairrm_model_class', 'PairRMScorer']
+__all__ = ['TEMPLATES', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'LM_KINDS', 'PAIRRM_PREFIXES', 'read_config',
+           'checkpoint_shapes', 'folder_files', 'remote_code_files', 'turns_context', 'render_messages', 'conversation',
+           'extract', 'Family', 'register', 'match_family', 'hub_weight_shapes', 'weight_shapes', 'hub_files',
+           'family_of', 'registry_table', 'head_model_class', 'LDLRewardModel', 'refuse_remote_code', 'FamilyScorer',
+           'folder_hint', 'safe_rlhf_normalize', 'PairPreferenceScorer', 'check_classifier_head', 'load_model',
+           'pairrm_conversation', 'pairrm_model_class', 'PairRMScorer']
 
 # %% ../nbs/06a_families.ipynb #ff157b5b
 def _folder(spec: str, revision: str | None = None) -> Path | None:
@@ -162,21 +162,6 @@ def conversation(prompt: str, response: str | None, history: Sequence[dict] = ()
     return msgs
 
 # %% ../nbs/06a_families.ipynb #9d0669cf
-REGISTER_HINT = ("register its family in three lines: `from reward_auditor.families import Family, register`; "
-                 "`register(Family('my-rm', architectures=({arch!r},), readout=('attr_name',)))`; then load it again")
-
-
-def describe_output(out) -> str:
-    "A short description of a model output: its type and fields with shapes."
-    def shape(v):
-        return f"{tuple(v.shape)}" if hasattr(v, "shape") else type(v).__name__
-    if hasattr(out, "keys") and callable(out.keys):
-        return f"{type(out).__name__}(" + ", ".join(f"{k}={shape(out[k])}" for k in out.keys()) + ")"
-    if isinstance(out, (tuple, list)):
-        return f"{type(out).__name__} of {len(out)}: [" + ", ".join(shape(v) for v in out) + "]"
-    return f"{type(out).__name__} {shape(out)}"
-
-
 def extract(out, spec: str):
     "The part of a model output a readout spec names, or None when it is absent."
     import torch

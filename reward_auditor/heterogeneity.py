@@ -16,8 +16,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .plots import plain_text
 from .safety import atomic_write, md_escape, plain_line, reading
+from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
+                                   read_json, write_frame, write_json)
 from scipy import optimize, stats
 
 # %% auto #0
@@ -303,11 +304,11 @@ class HeterogeneityResult:
         "Markdown for a report: the headline as a list and the per-subset table."
         head = self.headline()
         return "\n".join([f"**{md_escape(head[0])}**", ""] + [f"- {md_escape(l)}" for l in head[1:]]
-                         + ["", _frame_to_markdown(self.subsets)])
+                         + ["", frame_to_markdown(self.subsets)])
 
     def _repr_html_(self) -> str:
         "HTML for notebooks and rendered reports."
-        return (f"<pre>{_html_escape(chr(10).join(self.headline()))}</pre>"
+        return (f"<pre>{html_escape(chr(10).join(self.headline()))}</pre>"
                 + self.subsets.to_html(index=False, float_format=lambda x: f"{x:.3f}"))
 
     def __repr__(self) -> str:
@@ -318,10 +319,10 @@ class HeterogeneityResult:
         "Write the result to a folder: contingency and per-subset tables as Parquet, numbers as JSON, the summary."
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        _write_frame(self.table, out / "contingency.parquet")
-        _write_frame(self.subsets, out / "subsets.parquet")
+        write_frame(self.table, out / "contingency.parquet")
+        write_frame(self.subsets, out / "subsets.parquet")
         fields = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("table", "subsets")}
-        _write_json(out / "result.json", {"kind": "heterogeneity_result", **fields})
+        write_json(out / "result.json", {"kind": "heterogeneity_result", **fields})
         atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
         return out
 
@@ -329,24 +330,12 @@ class HeterogeneityResult:
     def load(cls, path) -> "HeterogeneityResult":
         "Read a result written by `save`."
         p = Path(path)
-        d = _read_json(_need(p, "result.json", "a heterogeneity result"))
+        d = read_json(_need(p, "result.json", "a heterogeneity result"))
         d.pop("kind", None)
         d["v_ci"], d["gap_ci"] = tuple(d["v_ci"]), tuple(d["gap_ci"])
-        table = _read_frame(_need(p, "contingency.parquet", "a heterogeneity result"))
+        table = read_frame(_need(p, "contingency.parquet", "a heterogeneity result"))
         table.attrs["dropped"] = list(d.get("settings", {}).get("dropped", []))
-        return cls(table=table, subsets=_read_frame(_need(p, "subsets.parquet", "a heterogeneity result")), **d)
-
-def _html_escape(s: str) -> str:
-    "Escape text for HTML."
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-def _frame_to_markdown(df: pd.DataFrame) -> str:
-    "A pipe table without optional dependencies (floats to 3 decimals)."
-    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) and (abs(v) < 1e-3 and v != 0) else (
-        f"{v:.3f}" if isinstance(v, float) else md_escape(v))  # text from the data is shown, never rendered
-    rows = ["| " + " | ".join(map(md_escape, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    rows += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in df.itertuples(index=False)]
-    return "\n".join(rows)
+        return cls(table=table, subsets=read_frame(_need(p, "subsets.parquet", "a heterogeneity result")), **d)
 
 # %% ../nbs/11_heterogeneity.ipynb #079b7564
 def heterogeneity(data, *, model: str | None = None, subset: str = "subset", drop_subsets: Sequence[str] = ("Ties",),
@@ -443,11 +432,11 @@ class HeterogeneityReport:
         lines = self.summary().split("\n")[:3 + len(self.skipped)]
         cols = ["model", "n", "p_adjusted", "cramers_v", "v_corrected", "power", "grade", "accuracy", "weakest", "gap"]
         return "\n".join(["**" + md_escape(lines[0]) + "**", ""] + [f"- {md_escape(l.strip())}" for l in lines[1:]] + [
-            "", _frame_to_markdown(self.table[cols])])
+            "", frame_to_markdown(self.table[cols])])
 
     def _repr_html_(self) -> str:
         "HTML for notebooks and rendered reports."
-        return f"<pre>{_html_escape(chr(10).join(self.summary().split(chr(10))[:3]))}</pre>" + self.table.to_html(
+        return f"<pre>{html_escape(chr(10).join(self.summary().split(chr(10))[:3]))}</pre>" + self.table.to_html(
             index=False, float_format=lambda x: f"{x:.3g}")
 
     def __repr__(self) -> str:
@@ -457,11 +446,11 @@ class HeterogeneityReport:
         "Write the report to a folder: tables as Parquet, one sub-folder per model, settings as JSON, the summary."
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        _write_frame(self.table, out / "table.parquet")
-        _write_frame(self.excess, out / "excess.parquet")
+        write_frame(self.table, out / "table.parquet")
+        write_frame(self.excess, out / "excess.parquet")
         for i, r in enumerate(self.results.values()):
             r.save(out / "models" / f"{i:03d}")
-        _write_json(out / "report.json", {"kind": "heterogeneity", "models": list(self.results), "alpha": self.alpha,
+        write_json(out / "report.json", {"kind": "heterogeneity", "models": list(self.results), "alpha": self.alpha,
                                           "skipped": self.skipped})
         atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
         atomic_write(out / "report.md", self.to_markdown() + "\n")
@@ -471,10 +460,10 @@ class HeterogeneityReport:
     def load(cls, path) -> "HeterogeneityReport":
         "Read a report written by `save`."
         p = Path(path)
-        d = _read_json(_need(p, "report.json", "a heterogeneity report"))
+        d = read_json(_need(p, "report.json", "a heterogeneity report"))
         results = {m: HeterogeneityResult.load(p / "models" / f"{i:03d}") for i, m in enumerate(d["models"])}
-        return cls(results=results, table=_read_frame(_need(p, "table.parquet", "a heterogeneity report")),
-                   excess=_read_frame(_need(p, "excess.parquet", "a heterogeneity report")), alpha=d["alpha"],
+        return cls(results=results, table=read_frame(_need(p, "table.parquet", "a heterogeneity report")),
+                   excess=read_frame(_need(p, "excess.parquet", "a heterogeneity report")), alpha=d["alpha"],
                    skipped=d.get("skipped", {}))
 
 def heterogeneity_many(data, *, alpha: float = 0.05, **kw) -> HeterogeneityReport:
@@ -514,42 +503,12 @@ def heterogeneity_many(data, *, alpha: float = 0.05, **kw) -> HeterogeneityRepor
     return HeterogeneityReport(results=results, table=table, excess=excess, alpha=alpha, skipped=skipped)
 
 # %% ../nbs/11_heterogeneity.ipynb #30921279
-def _jsonable(x):
-    "JSON form of numpy scalars, arrays and paths (for `json.dumps(default=...)`)."
-    if isinstance(x, np.bool_):
-        return bool(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.floating):
-        return float(x)
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, (Path, tuple, set)):
-        return str(x) if isinstance(x, Path) else list(x)
-    raise TypeError(f"cannot store a {type(x).__name__} as JSON")
-
-def _write_json(path: Path, obj) -> None:
-    "Write `obj` as indented JSON (numpy scalars converted; NaN kept)."
-    atomic_write(path, json.dumps(obj, indent=1, default=_jsonable) + "\n")
-
-def _read_json(path: Path):
-    "Read a JSON file written by `_write_json`."
-    return json.loads(path.read_text(encoding="utf-8"))
-
-def _write_frame(frame: pd.DataFrame, path: Path) -> None:
-    "Write a frame as Parquet with its index (column labels must be strings)."
-    atomic_write(path, lambda p: frame.to_parquet(p, index=True))
-
-def _read_frame(path: Path) -> pd.DataFrame:
-    "Read a frame written by `_write_frame`."
-    return pd.read_parquet(path)
-
 def _need(folder: Path, name: str, what: str) -> Path:
     "The path of a file a saved result needs, or a HeterogeneityError that says what is missing."
-    f = Path(folder) / name
-    if not f.exists():
-        raise HeterogeneityError(f"{folder} holds no {what} ({name} is missing); write it with `save(dir)` first.")
-    return f
+    try:
+        return need_file(folder, name, what)
+    except MissingFileError as e:
+        raise HeterogeneityError(str(e)) from None
 
 # %% ../nbs/11_heterogeneity.ipynb #1c730def
 def heterogeneity_cli(paths: Sequence[str | Path], *, alpha: float = 0.05, v_target: float = 0.10,

@@ -16,18 +16,17 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .plots import plain_text
 from .safety import atomic_write, md_escape, plain_line, reading
+from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
+                                   read_json, write_frame, write_json)
 from scipy import stats
-
-from .heterogeneity import (HeterogeneityError, _frame_to_markdown, _html_escape, _need, _read_frame,
-                                          _read_json, _write_frame, _write_json)
 
 # %% auto #0
 __all__ = ['GROUPS', 'REQUIRED', 'R_S_DEFINITION', 'EXACT_N', 'MetaError', 'combine_tables', 'simulate_audit_tables',
-           'benchmark_meta', 'ClusteredCorrelation', 'correlation_clustering', 'exact_corr_p', 'rank_note',
-           'group_risk_correlation', 'auroc', 'accuracy_vs_suitability', 'DownstreamResult', 'downstream_correlation',
-           'MetaReport', 'meta_report', 'meta_cli', 'plot_clustered_correlation', 'plot_downstream']
+           'benchmark_meta', 'runs_meta', 'ClusteredCorrelation', 'correlation_clustering', 'perturbation_correlation',
+           'exact_corr_p', 'rank_note', 'group_risk_correlation', 'auroc', 'accuracy_vs_suitability',
+           'DownstreamResult', 'downstream_correlation', 'MetaReport', 'meta_report', 'meta_cli',
+           'plot_clustered_correlation', 'plot_downstream']
 
 # %% ../nbs/14_meta.ipynb #c50993fe
 class MetaError(ValueError):
@@ -149,6 +148,12 @@ def benchmark_meta(table: pd.DataFrame, by: Sequence[str] = ("benchmark",)) -> p
     out["share_significant"] = out["share_significant"].astype(float)
     return out
 
+# %% ../nbs/14_meta.ipynb #367fc4d6
+def runs_meta(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    "Per run label: `benchmark_meta` of that run's table alone, indexed by perturbation."
+    return {label: benchmark_meta(t.assign(benchmark=str(label)), by=("benchmark",)).set_index("perturbation")
+            for label, t in tables.items()}
+
 # %% ../nbs/14_meta.ipynb #10c5f83f
 @dataclass
 class ClusteredCorrelation:
@@ -184,6 +189,18 @@ def correlation_clustering(table: pd.DataFrame, *, value: str = "effect_size",
     order = [corr.index[i] for i in leaves_list(Z)]
     clusters = pd.Series(fcluster(Z, t=n_clusters, criterion="maxclust"), index=corr.index, name="cluster")
     return ClusteredCorrelation(corr, order, Z, clusters, len(wide), method, value)
+
+# %% ../nbs/14_meta.ipynb #482e1456
+def perturbation_correlation(table: pd.DataFrame, rows: Sequence[str] = ("model", "subset"), min_rows: int = 4,
+                             value: str = "effect_size", method: str = "spearman") -> ClusteredCorrelation | None:
+    "`correlation_clustering` over `rows` of one run (or several, with a `benchmark` column); None when too few rows."
+    if table[list(rows)].drop_duplicates().shape[0] < min_rows:
+        return None
+    t = table if "benchmark" in rows or "benchmark" in table else table.assign(benchmark="run")
+    try:
+        return correlation_clustering(t, value=value, units=tuple(rows), method=method)
+    except MetaError:
+        return None
 
 # %% ../nbs/14_meta.ipynb #e34b321b
 R_S_DEFINITION = ("r_S is a test's effect size d_z when its degradation is significant after FDR control, else 0; "
@@ -415,12 +432,12 @@ class MetaReport:
         h = self.headline()
         piv = self.table.pivot(index="perturbation", columns="benchmark", values="share_significant").reset_index()
         return "\n".join([f"**{md_escape(h[0])}**", ""] + [f"- {md_escape(l)}" for l in h[1:]] + ["", "Share of models significant:", "",
-                                                                             _frame_to_markdown(piv)])
+                                                                             frame_to_markdown(piv)])
 
     def _repr_html_(self) -> str:
         "HTML for notebooks and rendered reports."
         piv = self.table.pivot(index="perturbation", columns="benchmark", values="share_significant")
-        return f"<pre>{_html_escape(chr(10).join(self.headline()))}</pre>" + piv.to_html(float_format=lambda x: f"{x:.2f}")
+        return f"<pre>{html_escape(chr(10).join(self.headline()))}</pre>" + piv.to_html(float_format=lambda x: f"{x:.2f}")
 
     def __repr__(self) -> str:
         return self.summary()
@@ -429,24 +446,24 @@ class MetaReport:
         "Write the report to a folder: every table as Parquet, numbers, notes and settings as JSON, the summary."
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        _write_frame(self.data, out / "data.parquet")
-        _write_frame(self.table, out / "table.parquet")
+        write_frame(self.data, out / "data.parquet")
+        write_frame(self.table, out / "table.parquet")
         for name in ("group_risk", "accuracy"):
             if getattr(self, name) is not None:
-                _write_frame(getattr(self, name), out / f"{name}.parquet")
+                write_frame(getattr(self, name), out / f"{name}.parquet")
         head = {"kind": "meta", "notes": self.notes, "group_risk": self.group_risk is not None,
                 "accuracy": self.accuracy is not None, "correlation": None, "downstream": None}
         c = self.correlation
         if c is not None:
-            _write_frame(c.matrix, out / "correlation.parquet")
-            _write_frame(pd.DataFrame(c.linkage, columns=["left", "right", "distance", "size"]), out / "linkage.parquet")
-            _write_frame(c.clusters.to_frame(), out / "clusters.parquet")
+            write_frame(c.matrix, out / "correlation.parquet")
+            write_frame(pd.DataFrame(c.linkage, columns=["left", "right", "distance", "size"]), out / "linkage.parquet")
+            write_frame(c.clusters.to_frame(), out / "clusters.parquet")
             head["correlation"] = {"order": c.order, "n_units": c.n_units, "method": c.method, "value": c.value}
         d = self.downstream
         if d is not None:
-            _write_frame(d.frame, out / "downstream.parquet")
+            write_frame(d.frame, out / "downstream.parquet")
             head["downstream"] = {k: getattr(d, k) for k in d.__dataclass_fields__ if k != "frame"}
-        _write_json(out / "report.json", head)
+        write_json(out / "report.json", head)
         atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
         atomic_write(out / "report.md", self.to_markdown() + "\n")
         return out
@@ -456,8 +473,8 @@ class MetaReport:
         "Read a report written by `save`."
         p = Path(path)
         try:
-            head = _read_json(_need(p, "report.json", "a meta-analysis report"))
-            read = lambda name: _read_frame(_need(p, f"{name}.parquet", "a meta-analysis report"))
+            head = read_json(need_file(p, "report.json", "a meta-analysis report"))
+            read = lambda name: read_frame(need_file(p, f"{name}.parquet", "a meta-analysis report"))
             corr = down = None
             if head["correlation"] is not None:
                 clusters = read("clusters").iloc[:, 0]
@@ -468,7 +485,7 @@ class MetaReport:
                 down = DownstreamResult(frame=read("downstream"), **head["downstream"])
             return cls(read("data"), read("table"), corr, read("group_risk") if head["group_risk"] else None,
                        read("accuracy") if head["accuracy"] else None, down, list(head["notes"]))
-        except HeterogeneityError as e:
+        except MissingFileError as e:
             raise MetaError(str(e)) from None
 
 def meta_report(tables, downstream=None, *, metric: str | None = None, value: str = "effect_size",

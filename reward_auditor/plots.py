@@ -15,9 +15,11 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .tables import plain_text
+
 # %% auto #0
-__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'plain_text', 'risk_matrix', 'risk_styler', 'radar',
-           'meta_radar', 'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation',
+__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_radar',
+           'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation',
            'step_score_strips']
 
 # %% ../nbs/08_plots.ipynb #7499504a
@@ -40,11 +42,6 @@ def perturbation_order(names: Iterable[str]) -> list[str]:
     return [n for n in PERTURBATION_ORDER if n in names] + [n for n in names if n not in PERTURBATION_ORDER]
 
 # %% ../nbs/08_plots.ipynb #561f62cc
-def plain_text(x) -> str:
-    "Text shown verbatim by matplotlib: str(x) with every '$' escaped so mathtext never parses data."
-    return str(x).replace("$", r"\$")
-
-
 def _finish(fig, owned: bool = True):
     "Lay out and return a figure; close it in pyplot when the function made it, so Jupyter shows it once."
     if owned:
@@ -163,11 +160,9 @@ def radar(table: pd.DataFrame, by: str = "subset", value: str = "effect_size", m
     return _finish(fig)
 
 # %% ../nbs/08_plots.ipynb #86840ef7
-def meta_radar(table: pd.DataFrame, by: str = "subset", size: float = 3.4):
-    "Two radar charts: share of models significant and sum of effect sizes, one polygon per `by` value."
-    from reward_auditor.meta import benchmark_meta
+def meta_radar(ms: pd.DataFrame, by: str = "subset", size: float = 3.4):
+    "Two radar charts of `meta.benchmark_meta(table, by=(by,))`: share significant and sum of effect sizes per `by` value."
     plt = _plt()
-    ms = benchmark_meta(table, by=(by,))
     names = perturbation_order(ms["perturbation"])
     ang = np.linspace(0, 2 * np.pi, len(names), endpoint=False)
     fig, axes = plt.subplots(1, 2, subplot_kw={"projection": "polar"}, figsize=(2 * size + 0.6, size + 0.8))
@@ -253,18 +248,11 @@ def accuracy_vs_suitability(table: pd.DataFrame, x: str = "effect_size", y: str 
     return _finish(ax.figure, owned)
 
 # %% ../nbs/08_plots.ipynb #13548561
-def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "subset"), min_rows: int = 4,
-                        value: str = "effect_size", method: str = "spearman"):
-    "Clustered heatmap (seaborn clustermap) of perturbation correlations (None when fewer than `min_rows` rows)."
-    from reward_auditor.meta import MetaError, correlation_clustering
-    n_rows = table[list(rows)].drop_duplicates().shape[0]
-    if n_rows < min_rows:
+def correlation_heatmap(cc, rows: Sequence[str] = ("model", "subset")):
+    "Clustered heatmap (seaborn clustermap) of a `meta.ClusteredCorrelation` over `rows` (None for None)."
+    if cc is None:
         return None
-    t = table if "benchmark" in rows or "benchmark" in table else table.assign(benchmark="run")
-    try:
-        cc = correlation_clustering(t, value=value, units=tuple(rows), method=method)
-    except MetaError:
-        return None
+    method, value = cc.method, cc.value
     _plt()
     import seaborn as sns
     m = cc.matrix.copy()
@@ -281,13 +269,10 @@ def correlation_heatmap(table: pd.DataFrame, rows: Sequence[str] = ("model", "su
     return _finish(g.figure)
 
 # %% ../nbs/08_plots.ipynb #68075931
-def meta_evaluation(tables: Mapping[str, pd.DataFrame], size: tuple[float, float] = (10.0, 3.6)):
-    "Grouped bars (seaborn) per perturbation: share of models significant and sum of effect sizes, one colour per run."
+def meta_evaluation(sums: Mapping[str, pd.DataFrame], size: tuple[float, float] = (10.0, 3.6)):
+    "Grouped bars (seaborn) per perturbation of `meta.runs_meta(tables)`: share significant and sum of effect sizes, a colour per run."
     plt = _plt()
     import seaborn as sns
-    from reward_auditor.meta import benchmark_meta
-    sums = {label: benchmark_meta(t.assign(benchmark=str(label)), by=("benchmark",)).set_index("perturbation")
-            for label, t in tables.items()}
     names = perturbation_order([n for s in sums.values() for n in s.index])
     long = pd.concat([s.reindex(names).rename_axis("perturbation").reset_index().assign(run=plain_text(label))
                       for label, s in sums.items()], ignore_index=True)

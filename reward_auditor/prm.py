@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import scorers as S
-from .scorers import ScorerError
+from . import scorer_kinds as S
+from .scorer_kinds import ScorerError
 
 # %% auto #0
 __all__ = ['AGGREGATES', 'REWARD_SCALES', 'QWEN_PRM_SYSTEM', 'QWEN_STEP_TOKEN', 'SHEPHERD_TAG', 'LAYOUTS', 'DEFAULT_SEPARATORS',

@@ -16,13 +16,13 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .plots import plain_text
 from .safety import atomic_write, md_escape, plain_line, reading
+from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
+                                   read_json, write_frame, write_json)
 from scipy import stats
 
 from .data import StyleMatrix, rmbench_style_matrix
-from .heterogeneity import (_frame_to_markdown, _html_escape, _need, _read_frame, _read_json,
-                                          _write_frame, _write_json, wilson_interval)
+from .heterogeneity import wilson_interval
 
 # %% auto #0
 __all__ = ['CONVENTIONS', 'ProtocolError', 'PolicySamples', 'simulate_policy_samples', 'long_rewards', 'score_samples',
@@ -382,11 +382,11 @@ class ProtocolReport:
                             "worst_lo", "bon_gain", "bon_falls", "flip_rate", "hard", "combined", "above_chance"] if c in self.table.columns]
         h = self.headline()
         return "\n".join([f"**{md_escape(h[0])}**", ""] + [f"- {md_escape(l)}" for l in h[1:]]
-                         + ["", _frame_to_markdown(self.table[cols])])
+                         + ["", frame_to_markdown(self.table[cols])])
 
     def _repr_html_(self) -> str:
         "HTML for notebooks and rendered reports."
-        return f"<pre>{_html_escape(chr(10).join(self.headline()))}</pre>" + self.table.to_html(
+        return f"<pre>{html_escape(chr(10).join(self.headline()))}</pre>" + self.table.to_html(
             index=False, float_format=lambda x: f"{x:.3g}")
 
     def __repr__(self) -> str:
@@ -396,19 +396,19 @@ class ProtocolReport:
         "Write the report to a folder: tables as Parquet, one sub-folder per RM, numbers and settings as JSON."
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        _write_frame(self.table, out / "table.parquet")
+        write_frame(self.table, out / "table.parquet")
         for i, r in enumerate(self.results.values()):
             d = out / "models" / f"{i:03d}"
             d.mkdir(parents=True, exist_ok=True)
-            _write_frame(r.domains, d / "domains.parquet")
-            _write_frame(r.best_of_n, d / "best_of_n.parquet")
+            write_frame(r.domains, d / "domains.parquet")
+            write_frame(r.best_of_n, d / "best_of_n.parquet")
             style = None
             if r.style is not None:
-                _write_frame(r.style.matrix, d / "style_matrix.parquet")
+                write_frame(r.style.matrix, d / "style_matrix.parquet")
                 style = {"hard": r.style.hard, "normal": r.style.normal, "easy": r.style.easy, "n": r.style.n}
-            _write_json(d / "result.json", {"model": r.model, "accuracy": r.accuracy, "variance": r.variance,
+            write_json(d / "result.json", {"model": r.model, "accuracy": r.accuracy, "variance": r.variance,
                                             "flips": r.flips, "style": style})
-        _write_json(out / "report.json", {"kind": "protocol", "models": list(self.results), "settings": self.settings})
+        write_json(out / "report.json", {"kind": "protocol", "models": list(self.results), "settings": self.settings})
         atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
         atomic_write(out / "report.md", self.to_markdown() + "\n")
         return out
@@ -416,24 +416,23 @@ class ProtocolReport:
     @classmethod
     def load(cls, path) -> "ProtocolReport":
         "Read a report written by `save`."
-        from reward_auditor.heterogeneity import HeterogeneityError
         p = Path(path)
         try:
-            head = _read_json(_need(p, "report.json", "a protocol report"))
-            table = _read_frame(_need(p, "table.parquet", "a protocol report"))
+            head = read_json(need_file(p, "report.json", "a protocol report"))
+            table = read_frame(need_file(p, "table.parquet", "a protocol report"))
             results = {}
             for i, m in enumerate(head["models"]):
                 d = p / "models" / f"{i:03d}"
-                r = _read_json(_need(d, "result.json", f"the protocol result of {m}"))
+                r = read_json(need_file(d, "result.json", f"the protocol result of {m}"))
                 style = None
                 if r["style"] is not None:
-                    style = StyleMatrix(_read_frame(_need(d, "style_matrix.parquet", f"the style matrix of {m}")),
+                    style = StyleMatrix(read_frame(need_file(d, "style_matrix.parquet", f"the style matrix of {m}")),
                                         **r["style"])
                 results[m] = ProtocolResult(r["model"], r["accuracy"], r["variance"],
-                                            _read_frame(_need(d, "domains.parquet", f"the domains of {m}")),
-                                            _read_frame(_need(d, "best_of_n.parquet", f"the best-of-n curve of {m}")),
+                                            read_frame(need_file(d, "domains.parquet", f"the domains of {m}")),
+                                            read_frame(need_file(d, "best_of_n.parquet", f"the best-of-n curve of {m}")),
                                             r["flips"], style)
-        except HeterogeneityError as e:
+        except MissingFileError as e:
             raise ProtocolError(str(e)) from None
         return cls(results, table, head["settings"])
 

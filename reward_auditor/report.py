@@ -20,17 +20,18 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .audit import AuditResult, too_few_to_test
+from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, findings, findings_html,
+                                  too_few_to_test)
 from . import plots
 
 # %% auto #0
-__all__ = ['BELOW_CHANCE_NOTE', 'KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'PRM_TABLE_COLUMNS', 'ReportError', 'esc',
-           'show', 'show_html', 'below_chance', 'header_html', 'findings', 'findings_html', 'warnings_html',
-           'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html', 'truth_html',
-           'risk_display', 'top_degraded', 'history_html', 'top_degraded_html', 'control_notes', 'subset_heterogeneity',
-           'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport',
-           'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic',
-           'render_diagnostic', 'frame_html', 'prm_results', 'prm_worst', 'prm_section_html', 'prm_section']
+__all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'PRM_TABLE_COLUMNS', 'ReportError', 'esc', 'show', 'show_html',
+           'header_html', 'warnings_html', 'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html',
+           'below_chance_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html',
+           'control_notes', 'subset_heterogeneity', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session',
+           'template_path', 'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind',
+           'save_diagnostic', 'load_diagnostic', 'render_diagnostic', 'frame_html', 'prm_results', 'prm_worst',
+           'prm_section_html', 'prm_section']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -60,14 +61,6 @@ def show_html(markup: str) -> None:
     display(HTML(markup))
 
 # %% ../nbs/09_report.ipynb #4d361488
-BELOW_CHANCE_NOTE = "below chance: suitability is not meaningful here"
-
-
-def below_chance(accuracy) -> bool:
-    "True when the accuracy on the original pairs is at or below 0.5 (a coin would do as well)."
-    return bool(pd.notna(accuracy) and float(accuracy) <= 0.5)
-
-# %% ../nbs/09_report.ipynb #14d559d4
 def _tails(settings: dict) -> str:
     "How the run tested: the degradation tail only, or both tails (a significant rise is reported as IMPROVES)."
     if settings.get("two_sided", True):
@@ -140,24 +133,6 @@ def header_html(result: AuditResult) -> str:
     body = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{esc(k)}</th><td style='text-align:left'>"
                    f"{esc(v)}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
-
-
-def findings(table: pd.DataFrame) -> pd.DataFrame:
-    "Per scorer × subset: significant perturbations (largest effect first), UNSUITABLE count, accuracy."
-    def one(g):
-        sig = g[g["significant"].astype(bool)].sort_values("effect_size", ascending=False)
-        return pd.Series({
-            "accuracy": float(g["accuracy_before"].iloc[0]),
-            "unsuitable": int((g["verdict"] == "UNSUITABLE").sum()),
-            "significant": ", ".join(f"{r.perturbation} ({r.effect_size:+.2f}{r.stars})" for r in sig.itertuples())
-                           or "none",
-            "caveat": BELOW_CHANCE_NOTE if below_chance(g["accuracy_before"].iloc[0]) else ""})
-    return table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
-
-
-def findings_html(table: pd.DataFrame) -> str:
-    "The findings frame as an escaped HTML table."
-    return findings(table).style.format(precision=3, escape="html").hide(axis="index").to_html()
 
 
 def warnings_html(manifest: dict) -> str:

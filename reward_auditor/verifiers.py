@@ -28,7 +28,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .plots import plain_text
+from .tables import plain_text
 from .safety import atomic_write, md_escape, plain_line, reading
 import sympy
 

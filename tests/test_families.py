@@ -245,7 +245,9 @@ def test_pairrm_margin_is_its_log_odds_in_both_orders(folders):
     sc, out = _score(folders["pairrm"])
     assert isinstance(sc, F.PairRMScorer) and "remote_code" not in sc.settings()
     swapped = FRAME.rename(columns={"chosen": "rejected", "rejected": "chosen"})
-    np.testing.assert_allclose(sc.score_pairs(swapped, progress=False)["margin"], -out["margin"], atol=1e-9)
+    # The swapped frame is scored in other batches (other padding), so the float32 logits agree only to rounding:
+    # a few ulps of logits of order one, not bitwise.
+    np.testing.assert_allclose(sc.score_pairs(swapped, progress=False)["margin"], -out["margin"], atol=1e-6)
     folder = folders["pairrm"]
     cfg = DebertaV2Config.from_pretrained(str(folder))
     sd = load_file(str(folder / "model.safetensors"))

@@ -481,7 +481,7 @@ def test_labels_are_plain_text():
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib.text import Text
-    from reward_auditor import plots
+    from reward_auditor import meta, plots
     rng = np.random.default_rng(0)
     names = ["cost $\\frac$ bad", "price $5 or $"]
     rows = [{"model": m, "subset": s, "perturbation": p, "group": g, "side": "response", "effect_size": e,
@@ -492,8 +492,8 @@ def test_labels_are_plain_text():
     items = pd.DataFrame({"model": names[0], "subset": names[1], "perturbation": ["EF", "my $x$"] * 10,
                           "delta": rng.normal(size=20), "changed": True})
     figs = [plots.radar(table), plots.delta_distributions(items, model=names[0], subset=names[1]),
-            plots.meta_evaluation({names[0]: table, names[1]: table}),
-            plots.correlation_heatmap(table, rows=("model", "subset"), min_rows=2)]
+            plots.meta_evaluation(meta.runs_meta({names[0]: table, names[1]: table})),
+            plots.correlation_heatmap(meta.perturbation_correlation(table, rows=("model", "subset"), min_rows=2))]
     import io
     for fig in figs:
         if fig is None:

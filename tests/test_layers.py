@@ -1,0 +1,158 @@
+"""The package is a one-way house: no import circles (lazy imports inside functions count) and no import that climbs a floor.
+
+Every module's imports are read with `ast`, so nothing is imported or run here."""
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "reward_auditor"
+
+# Floors, bottom up (README, "Contributing"). A module may import modules on its own floor or below.
+FLOORS = [
+    ("ground", {"safety", "resources", "tables", "cache", "guards"}),
+    ("data", {"data", "steps"}),
+    ("statistics", {"stats", "multiplicity", "heterogeneity", "meta", "compare", "calibration"}),
+    ("plots", {"plots"}),
+    ("perturbations", {"rewriters", "perturbations"}),
+    ("scorer kinds", {"scorer_kinds"}),
+    ("scorer families", {"families", "endpoints", "prm"}),
+    ("scorers", {"scorers"}),
+    ("runs", {"engines", "audit", "verifiers", "protocol", "prm_audit"}),
+    ("reports", {"report"}),
+    ("command line", {"cli"}),
+]
+FLOOR = {m: i for i, (_, mods) in enumerate(FLOORS) for m in mods}
+NAME = {i: name for i, (name, _) in enumerate(FLOORS)}
+# named exceptions to "own floor or below": the statistics side may read the audit's result type
+CLIMBS_ALLOWED = {("compare", "audit"), ("calibration", "audit")}
+# what each of these may never import, directly or not, beyond the floor rule
+STATISTICS = {"stats", "multiplicity", "heterogeneity", "meta", "compare", "calibration"}
+HEAVY = {"torch", "transformers"}
+
+
+def package_modules() -> dict[str, Path]:
+    return {p.stem: p for p in PKG.glob("*.py") if not p.stem.startswith("_")}
+
+
+def imports_of(path: Path, modules) -> dict[str, int]:
+    "The package modules a file imports (module level or inside functions, relative or absolute), with a line each."
+    found = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level == 0 and mod != "reward_auditor" and not mod.startswith("reward_auditor."):
+                continue
+            parts = mod.split(".")[0 if node.level else 1:] if mod else []
+            if node.level > 1:
+                continue  # above the package: not ours
+            names = [parts[0]] if parts else [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name.split(".")[1] for a in node.names if a.name.startswith("reward_auditor.")]
+        for n in names:
+            if n in modules and n != path.stem:
+                found.setdefault(n, node.lineno)
+    return found
+
+
+def third_party_of(path: Path) -> set[str]:
+    "Top-level names of the libraries a file imports anywhere."
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def graph() -> dict[str, dict[str, int]]:
+    mods = package_modules()
+    return {m: imports_of(p, mods) for m, p in mods.items()}
+
+
+def circles(g: dict[str, dict]) -> list[list[str]]:
+    "Strongly connected components with more than one module (Tarjan), each sorted."
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_reader_sees_lazy_relative_and_absolute_imports(tmp_path):
+    (tmp_path / "a.py").write_text("from .b import x\nimport reward_auditor.c\n"
+                                   "def f():\n    from reward_auditor import d\n    from . import e as E\n"
+                                   "from reward_auditor.nothing_here import y\nimport numpy\n")
+    got = imports_of(tmp_path / "a.py", {"a", "b", "c", "d", "e"})
+    assert set(got) == {"b", "c", "d", "e"} and got["d"] == 4
+
+
+def test_circles_are_found():
+    assert circles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b": 1}, "b": {}}) == []
+
+
+def test_no_import_circles():
+    found = circles(graph())
+    assert not found, "import circles: " + "; ".join(" ↔ ".join(c) for c in found)
+
+
+def test_every_module_has_a_floor():
+    missing = sorted(set(package_modules()) - set(FLOOR))
+    assert not missing, f"place {missing} on a floor in tests/test_layers.py FLOORS (and in the README's list)"
+
+
+def test_imports_never_climb():
+    bad = [f"{m}.py:{line} imports {d} ({NAME[FLOOR[d]]}, above {NAME[FLOOR[m]]})"
+           for m, deps in graph().items() if m in FLOOR
+           for d, line in deps.items() if d in FLOOR and FLOOR[d] > FLOOR[m] and (m, d) not in CLIMBS_ALLOWED]
+    assert not bad, "\n".join(bad)
+
+
+def test_statistics_never_reach_scorers_engines_or_torch():
+    g, mods = graph(), package_modules()
+    for m in sorted(STATISTICS & set(mods)):
+        seen, todo = set(), [d for d in g[m] if (m, d) not in CLIMBS_ALLOWED]
+        while todo:
+            d = todo.pop()
+            if d not in seen:
+                seen.add(d)
+                todo.extend(g.get(d, ()))
+        assert not seen - STATISTICS - {"safety", "tables", "data", "steps", "resources"}, (m, sorted(seen))
+        assert not third_party_of(mods[m]) & HEAVY, m
+
+
+def test_plots_only_draw():
+    deps = set(graph()["plots"])
+    assert deps <= {"stats", "tables", "safety"}, f"plots imports {sorted(deps)}: it draws what it is given"
+
+
+def test_scorers_face_is_the_only_way_up_the_scorer_layer():
+    g = graph()
+    below = {m for m, f in FLOOR.items() if f < FLOOR["scorers"]}
+    assert not [m for m in below if "scorers" in g.get(m, {})], "a module below the scorers' face imports it"
