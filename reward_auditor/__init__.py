@@ -14,10 +14,10 @@ _LAZY = {
     "protocol_report": ("protocol", "protocol_report"), "meta_report": ("meta", "meta_report"),
 }
 _MODULES = ("data", "stats", "multiplicity", "resources", "perturbations", "rewriters", "cache", "scorers", "families", "audit", "plots",
-            "report", "cli", "heterogeneity", "verifiers", "protocol", "meta")
+            "report", "cli", "heterogeneity", "verifiers", "protocol", "meta", "compare")
 # submodules named after their main function: `ra.audit(...)` calls `ra.audit.audit(...)`, while
 # `ra.audit.AuditResult` and `from reward_auditor.audit import ...` keep working as for any module
-_CALLABLE = ("audit", "heterogeneity")
+_CALLABLE = ("audit", "heterogeneity", "compare")
 __all__ = ["__version__", *_LAZY, *_MODULES]
 
 

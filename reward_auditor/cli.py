@@ -21,9 +21,9 @@ __all__ = ['PROG', 'INPUT_ERRORS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'PRM
            'EXECUTION_OPTIONS', 'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS', 'CLIError',
            'is_input_error', 'error_line', 'example_path', 'make_rewriter', 'build_parser', 'resolve_audit_args',
            'split_name', 'data_files', 'limit_pairs', 'load_data', 'cli_syntax', 'make_scorers', 'make_endpoint_scorer',
-           'make_engine', 'run_audit', 'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo',
-           'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta',
-           'cmd_models', 'quiet_bars', 'main']
+           'make_engine', 'add_comparison', 'run_audit', 'load_step_solutions', 'run_prm_step_audits', 'cmd_audit',
+           'cmd_demo', 'cmd_perturb', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol',
+           'cmd_meta', 'cmd_models', 'cmd_compare', 'quiet_bars', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -38,7 +38,7 @@ class CLIError(ValueError):
 INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError",
-                          "EngineError"})  # a unit failed in the user's model or code: the message names it
+                          "EngineError", "CompareError"})  # a unit failed in the user's model or code: the message names it
 
 
 import errno as _errno
@@ -534,6 +534,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="correlation used throughout (default spearman)")
     m.add_argument("--seed", type=int, default=0, help="seed of the downstream permutation test (default 0)")
     _diagnostic_out(m)
+    c = sub.add_parser("compare", help="paired comparisons between models audited on the same items (robustness, "
+                                       "accuracy, ranks)")
+    _common(c)
+    c.add_argument("runs", nargs="+", metavar="RUN",
+                   help="saved audit folders: one run with several models, or several runs over the same data")
+    c.add_argument("--out", required=True, help="folder for comparison.parquet, comparison.json and comparison.html")
+    c.add_argument("--on", choices=["margin", "decision"], default="margin",
+                   help="which robustness version gives the verdict: margin (confidence differences, default) or "
+                        "decision (right/wrong flips); both are reported")
+    c.add_argument("--multiplicity", default="bh",
+                   help="procedure per subset family (bh default, by, tsbh, sabha, gbh, weighted, stratified)")
+    c.add_argument("--alpha", type=_alpha, default=None, help="significance level (default: the first run's)")
+    c.add_argument("--models", default=None, help="comma-separated models to compare, in this order (default: all)")
+    c.add_argument("--permutations", "-B", type=_positive_int("permutations"), default=None,
+                   help="sign-flip draws per test (default: the first run's)")
+    c.add_argument("--mid-p", action="store_true", help="mid-p McNemar instead of the exact test")
     mo = sub.add_parser("models", help="the reward-model families this version loads, what each needs, example ids")
     _common(mo)
     mo.add_argument("--json", action="store_true", help="print the registry as JSON")
@@ -812,6 +828,17 @@ def _check_device(device: str | None) -> None:
                        f"device(s)", "--device")
 
 
+def add_comparison(result, out: Path) -> None:
+    "With two or more models, the paired comparison (run's settings) goes into results.json under `comparison`."
+    if result.table["model"].nunique() < 2:
+        return
+    from reward_auditor.compare import compare
+    from reward_auditor.safety import atomic_write
+    summary = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    summary["comparison"] = compare(result).to_json()
+    atomic_write(out / "results.json", json.dumps(summary, indent=2) + "\n")
+
+
 def run_audit(args: dict, progress: bool = True) -> int:
     "The `audit` subcommand on resolved arguments."
     from reward_auditor.audit import AuditSettings, audit, check_writable, perturbation_names
@@ -888,6 +915,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        perturb_options={"rewriter": rewriter} if rewriter is not None else None)
     if solutions is not None:
         run_prm_step_audits(args, solutions, scorers, out, pert, progress)
+    add_comparison(result, out)
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render
@@ -1097,9 +1125,30 @@ def cmd_models(ns) -> int:
     return 0
 
 
+def cmd_compare(ns) -> int:
+    "Paired comparisons between the models of saved runs → comparison.parquet, .json and .html in --out."
+    from reward_auditor.audit import AuditResult, check_writable
+    from reward_auditor.compare import compare
+    from reward_auditor.report import comparison_page
+    out = check_writable(ns.out)
+    results = [AuditResult.load(r) for r in ns.runs]
+    models = [m.strip() for m in ns.models.split(",") if m.strip()] if ns.models else None
+    cmp = compare(results if len(results) > 1 else results[0], on=ns.on, multiplicity=ns.multiplicity,
+                  alpha=ns.alpha, models=models, B=ns.permutations, mid_p=ns.mid_p, labels=list(ns.runs))
+    cmp.save(out, html=comparison_page(cmp))
+    from reward_auditor.safety import plain_line
+    print(plain_line(repr(cmp).splitlines()[0]))
+    for f in cmp.findings():
+        print(plain_line(f"  {f}"))
+    for w in cmp.warnings:
+        print(f"{PROG}: warning: {plain_line(w)}", file=sys.stderr)
+    print(f"comparison: {out / 'comparison.html'} (tables: comparison.parquet, comparison.json)")
+    return 0
+
+
 COMMANDS = {"demo": cmd_demo, "audit": cmd_audit, "perturb": cmd_perturb, "report": cmd_report,
             "heterogeneity": cmd_heterogeneity, "verifier-audit": cmd_verifier_audit, "protocol": cmd_protocol,
-            "meta": cmd_meta, "models": cmd_models}
+            "meta": cmd_meta, "models": cmd_models, "compare": cmd_compare}
 
 # %% ../nbs/10_cli.ipynb #c7b60326
 def _line_progress_class():

@@ -20,7 +20,7 @@ from .tables import plain_text
 # %% auto #0
 __all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_radar',
            'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation',
-           'step_score_strips']
+           'pairwise_matrices', 'rank_intervals', 'step_score_strips']
 
 # %% ../nbs/08_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -295,7 +295,64 @@ def meta_evaluation(sums: Mapping[str, pd.DataFrame], size: tuple[float, float] 
     fig.tight_layout()
     return _finish(fig)
 
-# %% ../nbs/08_plots.ipynb #57ddcb28
+# %% ../nbs/08_plots.ipynb #0e618b27
+def pairwise_matrices(matrices: Mapping[str, pd.DataFrame], stars: Mapping[str, pd.DataFrame] | None = None,
+                      title: str = "", vmax: float | None = None, ncols: int = 5):
+    "One heatmap per perturbation of a models × models effect matrix, annotated with stars; one shared colour scale."
+    plt = _plt()
+    names = list(matrices)
+    if not names:
+        return None
+    k = len(next(iter(matrices.values())))
+    nc = min(ncols, len(names))
+    nr = -(-len(names) // nc)
+    side = max(2.2, 0.28 * k + 1.2)
+    fig, axes = plt.subplots(nr, nc, figsize=(side * nc, side * nr), squeeze=False)
+    vals = np.concatenate([np.abs(m.to_numpy(float)).ravel() for m in matrices.values()])
+    vals = vals[np.isfinite(vals)]
+    vmax = vmax or (float(np.percentile(vals, 95)) if vals.size and np.percentile(vals, 95) > 0 else 1.0)
+    for ax, name in zip(axes.ravel(), names):
+        m = matrices[name]
+        im = ax.imshow(np.clip(m.to_numpy(float), -vmax, vmax), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+        labels = [plain_text(x) for x in m.index]
+        ax.set_xticks(range(k), labels, rotation=90, fontsize=7)
+        ax.set_yticks(range(k), labels, fontsize=7)
+        ax.set_title(plain_text(name), fontsize=9)
+        if stars is not None and k <= 12:
+            s = stars[name]
+            for i in range(k):
+                for j in range(k):
+                    if s.iat[i, j]:
+                        ax.text(j, i, s.iat[i, j], ha="center", va="center", fontsize=6)
+    for ax in axes.ravel()[len(names):]:
+        ax.axis("off")
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="d_z of d(row) − d(column)")
+    if title:
+        fig.suptitle(plain_text(title), fontsize=10)
+    return _finish(fig)
+
+
+def rank_intervals(ranks: pd.DataFrame, title: str = ""):
+    "Models on the y axis (best first), the simultaneous rank interval as a bar, the rank as a dot, letters beside."
+    plt = _plt()
+    r = ranks.sort_values(["rank", "model"], kind="stable").reset_index(drop=True)
+    k = len(r)
+    fig, ax = plt.subplots(figsize=(6.0, 0.32 * k + 1.0))
+    y = np.arange(k)
+    ax.hlines(y, r["rank_low"], r["rank_high"], color="#4c72b0", lw=5, alpha=0.5)
+    ax.plot(r["rank"], y, "o", color="#1f3b70")
+    for yi, row in zip(y, r.itertuples(index=False)):
+        ax.text(max(row.rank_high, row.rank) + 0.3, yi, f"{row.accuracy:.3f} {row.group}", va="center", fontsize=7)
+    ax.set_yticks(y, [plain_text(m) for m in r["model"]], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0.5, k + 2.5)
+    ax.set_xlabel("accuracy rank (bar: simultaneous interval)")
+    if title:
+        ax.set_title(plain_text(title), fontsize=10)
+    fig.tight_layout()
+    return _finish(fig)
+
+# %% ../nbs/08_plots.ipynb #dada9e67
 def step_score_strips(panels: Sequence[Mapping], threshold: float | None = None, ncols: int = 3):
     "Panels of step scores before/after (keys: title, before, after, first_error); None when there is nothing to draw."
     panels = list(panels)

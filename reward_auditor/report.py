@@ -30,8 +30,9 @@ __all__ = ['KERNEL_NAME', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'PRM_TABLE_COLUMNS',
            'below_chance_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html',
            'control_notes', 'subset_heterogeneity', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session',
            'template_path', 'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind',
-           'save_diagnostic', 'load_diagnostic', 'render_diagnostic', 'frame_html', 'prm_results', 'prm_worst',
-           'prm_section_html', 'prm_section']
+           'save_diagnostic', 'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
+           'comparison_figures', 'figure_html', 'comparison_page', 'prm_results', 'prm_worst', 'prm_section_html',
+           'prm_section']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -722,7 +723,68 @@ def frame_html(frame: pd.DataFrame, index: bool = False, decimals: int = 3) -> s
           .format_index(escape="html", axis=1))
     return (st if index else st.hide(axis="index")).to_html()
 
-# %% ../nbs/09_report.ipynb #54fbccb9
+# %% ../nbs/09_report.ipynb #cd624a16
+def comparison_of(result: AuditResult, **kw):
+    "The paired comparison of a run's models with the run's settings, or None with fewer than two models."
+    if result.table["model"].nunique() < 2:
+        return None
+    from reward_auditor.compare import compare
+    return compare(result, **kw)
+
+
+def comparison_html(cmp) -> str:
+    "Which version decides, the families, warnings, findings and the accuracy table with letters (escaped HTML)."
+    s = cmp.settings
+    other = "decision" if s["on"] == "margin" else "margin"
+    head = (f"<p>{len(cmp.models)} models, every pair once. Robustness: sign-flip test of D = d(A) − d(B) per item "
+            f"(B = {s['B']}, {s['tails']}); the verdict uses the <b>{esc(s['on'])}</b> version "
+            f"({'confidence differences on the ' + esc(s['scale']) + ' scale' if s['on'] == 'margin' else 'right/wrong flips'}), "
+            f"the {other} version is shown beside it. Accuracy: exact McNemar{' (mid-p)' if s.get('mid_p') else ''}, "
+            f"Newcombe 95% interval. Multiplicity: {esc(s['multiplicity'])} at alpha = {s['alpha']:g}, "
+            f"{esc(s['family'])}.</p>")
+    warn = "".join(f"<li>{esc(w)}</li>" for w in cmp.warnings)
+    finds = "".join(f"<li>{esc(f)}</li>" for f in cmp.findings()) or "<li>No clear difference between the models.</li>"
+    letters = cmp.accuracy_letters().style.format(escape="html").format_index(escape="html", axis=0) \
+        .format_index(escape="html", axis=1).to_html()
+    return (head + (f"<ul>{warn}</ul>" if warn else "") + f"<p><b>Findings</b></p><ul>{finds}</ul>"
+            "<p><b>Accuracy on the original pairs</b> with significance letters (models sharing a letter are not "
+            f"distinguishable)</p>{letters}")
+
+
+def comparison_figures(cmp) -> list:
+    "Per subset: (title, figure) for the pairwise robustness matrices and for the rank intervals."
+    out = []
+    for subset in cmp.settings["subsets"]:
+        perts = cmp.settings["perturbations"]
+        mats = {p: cmp.matrix(subset, p) for p in perts}
+        stars = {p: cmp.stars_matrix(subset, p) for p in perts}
+        out.append((f"{subset}: robustness differences ({cmp.settings['on']} version)",
+                    plots.pairwise_matrices(mats, stars, title=str(subset))))
+        out.append((f"{subset}: accuracy rank intervals",
+                    plots.rank_intervals(cmp.ranks[cmp.ranks["subset"] == subset], title=str(subset))))
+    return out
+
+
+def figure_html(fig, dpi: int = 100) -> str:
+    "A matplotlib figure as an embedded PNG <img> (closed afterwards)."
+    import base64
+    import matplotlib.pyplot as plt
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}"/>'
+
+
+def comparison_page(cmp) -> str:
+    "A self-contained HTML page of a comparison: summary, figures and the three tables."
+    body = comparison_html(cmp) + "".join(f"<h3>{esc(t)}</h3>{figure_html(f)}" for t, f in comparison_figures(cmp))
+    fmt = lambda f: f.style.format(precision=3, escape="html").hide(axis="index").to_html()
+    body += (f"<h2>Ranks</h2>{fmt(cmp.ranks)}<h2>Robustness differences</h2>{fmt(cmp.robustness)}"
+             f"<h2>Accuracy differences</h2>{fmt(cmp.accuracy)}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Model comparison</title></head>"
+            f"<body><h1>Model comparison</h1>{body}</body></html>")
+
+# %% ../nbs/09_report.ipynb #0c377213
 def prm_results(run_dir: str | Path) -> dict:
     "The step-level PRM audits saved in a run folder: {scorer name: PRMAuditResult} (empty when none)."
     from reward_auditor.prm_audit import PRM_FILES, PRMAuditResult

@@ -1,0 +1,217 @@
+"Paired comparisons between reward models: validity (identical, McNemar, planted, null rate), determinism, CLI."
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from reward_auditor import compare as C
+from reward_auditor import multiplicity as M
+from reward_auditor import stats as S
+from reward_auditor.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_hand_worked_example_is_the_engine():
+    d_a = np.array([.12, .08, -.02, .15, .05, .09, .11, -.01])
+    d_b = np.array([.03, .02, .01, .04, -.03, .02, .05, .00])
+    r = C.pair_signflip(np.column_stack([d_a, d_b]), [(0, 1)], B=1000)
+    assert (r["p_greater"][0, 0], r["p_less"][0, 0]) == (4 / 256, 253 / 256)
+    eng = S.signflip_test(d_a - d_b, alternative="greater")
+    assert eng.pvalue == r["p_greater"][0, 0]
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_shared_stream_equals_the_engine_per_test(integer):
+    g = np.random.default_rng(11)
+    Dm = g.normal(0.01, 0.2, (150, 4, 3))
+    if integer:
+        Dm = np.clip(np.round(Dm * 4), -1, 1)
+    Dm[:5] = 0.0                                          # items no model moved
+    pairs = C.model_pairs(range(4))
+    mine = C.pair_signflip(Dm, pairs, B=1500, seed=3)
+    for k, (a, b) in enumerate(pairs):
+        for l in range(3):
+            col = Dm[:, a, l] - Dm[:, b, l]
+            up = S.signflip_tests(np.column_stack([col, -col, col]), B=1500, seed=3).pvalue
+            assert mine["p_greater"][k, l] == up[0] and mine["p_less"][k, l] == up[1]
+
+
+def test_identical_models_give_p_one_everywhere():
+    run = C.simulate_run(("A", "B"), n=60, perturbations=("EF", "LC", "LE"), subsets=("chat", "code"), seed=4)
+    twin = run.items[run.items["model"] == "A"].assign(model="A2")
+    run.items = pd.concat([run.items, twin], ignore_index=True)
+    cmp = C.compare(run, models=["A", "A2"])
+    for col in ("p", "p_adjusted", "decision_p"):
+        assert (cmp.robustness[col] == 1.0).all(), col
+    assert (cmp.robustness["verdict"] == "NO_DIFFERENCE").all()
+    assert (cmp.accuracy["p"] == 1.0).all() and (cmp.accuracy["diff"] == 0).all()
+    assert (cmp.ranks["group"] == "a").all()
+
+
+def test_mcnemar_is_scipy_binomtest():
+    g = np.random.default_rng(0)
+    b, c = g.integers(0, 60, 200), g.integers(0, 60, 200)
+    got = C.mcnemar(b, c)
+    for x, y, p in zip(b, c, got):
+        want = sps.binomtest(int(x), int(x + y)).pvalue if x + y else 1.0
+        assert math.isclose(p, want, rel_tol=1e-12, abs_tol=1e-15)
+    assert math.isclose(C.mcnemar(30, 23), 0.410103, abs_tol=1e-6)
+
+
+def test_planted_difference_found_in_the_right_direction_only():
+    run = C.simulate_run(("A", "B", "C", "D"), n=150, perturbations=("EF", "LE", "LC"), subsets=("chat", "math"),
+                         planted={("B", "LC", "math"): 1.5}, seed=5, B=2000)
+    cmp = C.compare(run)
+    r = cmp.robustness
+    hit = r["verdict"] != "NO_DIFFERENCE"
+    found = r[hit]
+    assert len(found) > 0
+    assert (found["perturbation"] == "LC").all() and (found["subset"] == "math").all()
+    assert set(map(tuple, found[["model_a", "model_b"]].to_numpy())) <= {("A", "B"), ("B", "C"), ("B", "D")}
+    for row in found.itertuples():                          # B degrades more: the other model is more robust
+        assert row.verdict == ("A_MORE_ROBUST" if row.model_b == "B" else "B_MORE_ROBUST")
+    assert any("more robust than B to LC on math" in f for f in cmp.findings())
+    rr = cmp.robustness_ranks().set_index(["subset", "perturbation", "model"]).sort_index()
+    assert rr.loc[("math", "LC", "B"), "rank"] == 4 and rr.loc[("math", "LC", "B"), "rank_high"] == 4
+    assert (rr.loc[("chat", "LC"), "group"] == "a").all()
+
+
+def test_null_any_verdict_rate_at_most_alpha():
+    "500 families of three identical-in-distribution models (3 pairs x 2 perturbations, both tails, BH)."
+    g = np.random.default_rng(7)
+    pairs = C.model_pairs(range(3))
+    reps, hits = 500, 0
+    for rep in range(reps):
+        d = g.normal(0, 1, (30, 1, 2)) + g.normal(0, 1, (30, 3, 2))
+        r = C.pair_signflip(d, pairs, B=500, seed=rep)
+        up, down = M.adjust_tails(r["p_greater"].ravel(), r["p_less"].ravel(), "bh", alpha=0.05)
+        hits += bool(up.rejected.any() or down.rejected.any())
+    se = math.sqrt(0.05 * 0.95 / reps)
+    assert hits / reps <= 0.05 + 3 * se
+
+
+def test_clusters_of_one_are_todays_test_and_clusters_flip_together():
+    g = np.random.default_rng(2)
+    Dm = g.normal(0, 0.3, (120, 3, 2))
+    pairs = C.model_pairs(range(3))
+    plain = C.pair_signflip(Dm, pairs, B=800, seed=1)
+    ones = C.pair_signflip(Dm, pairs, B=800, seed=1, cluster_ids=np.arange(120))
+    for k in ("p_greater", "p_less"):
+        assert np.array_equal(plain[k], ones[k])
+    ids = np.repeat(np.arange(40), 3)
+    cl = C.pair_signflip(Dm, pairs, B=800, seed=1, cluster_ids=ids)
+    sums = np.add.reduceat(Dm, np.arange(0, 120, 3), axis=0)
+    for k, (a, b) in enumerate(pairs):
+        col = sums[:, a, 0] - sums[:, b, 0]
+        up = S.signflip_tests(np.column_stack([col, -col, col]), B=800, seed=1).pvalue
+        assert cl["p_greater"][k, 0] == up[0] and cl["p_less"][k, 0] == up[1]
+    assert (cl["n_units"] == 40).all()
+
+
+def test_compact_letters_property():
+    g = np.random.default_rng(3)
+    for _ in range(100):
+        k = int(g.integers(2, 8))
+        up = np.triu(g.random((k, k)) < 0.5, 1)
+        dif = up | up.T
+        let = C.compact_letters(range(k), g.random(k), dif)
+        for i in range(k):
+            for j in range(i + 1, k):
+                assert bool(set(let[i]) & set(let[j])) == (not dif[i, j])
+
+
+_SCRIPT = """
+import sys, hashlib
+from reward_auditor import compare as C
+run = C.simulate_run(("A", "B", "C"), n=80, perturbations=("EF", "LC"), subsets=("chat", "code"), seed=9,
+                     planted={("C", "LC"): 1.0}, B=1500)
+cmp = C.compare(run)
+cmp.save(sys.argv[1])
+print(hashlib.sha256(open(sys.argv[1] + "/comparison.parquet", "rb").read()).hexdigest())
+print(hashlib.sha256(open(sys.argv[1] + "/comparison.json", "rb").read()).hexdigest())
+print(sorted(m for m in ("torch", "reward_auditor.scorers", "reward_auditor.audit", "reward_auditor.families",
+                         "reward_auditor.engines", "reward_auditor.report") if m in sys.modules))
+"""
+
+
+def test_bitwise_same_comparison_across_processes(tmp_path):
+    outs = []
+    for k, hashseed in enumerate(("0", "123")):
+        env = {**os.environ, "PYTHONHASHSEED": hashseed, "PYTHONPATH": str(ROOT)}
+        r = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path / f"c{k}")], env=env, capture_output=True,
+                           text=True, check=True)
+        outs.append(r.stdout)
+    assert outs[0] == outs[1] and len(outs[0].splitlines()) == 3
+    assert outs[0].splitlines()[2] == "[]"        # the statistics side: no scorer, audit, report or torch
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    "Two control scorers audited through the CLI (with the comparison in results.json); one more run per case."
+    from reward_auditor.audit import audit
+    from reward_auditor.data import load_sample
+    tmp = tmp_path_factory.mktemp("compare")
+    code = main(["audit", "--data", "sample", "--scorer", "length", "--scorer", "noise", "--perturbations", "EF,LE",
+                 "--permutations", "300", "--out", str(tmp / "both"), "--no-report", "-q"])
+    assert code == 0
+    data = load_sample()
+    audit(data, ["overlap"], ["EF", "LE"], permutations=300, out=tmp / "overlap", progress=False)
+    audit(data, ["overlap"], ["EF", "LE"], permutations=300, seed=1, out=tmp / "seed1", progress=False)
+    return tmp
+
+
+def test_audit_with_two_models_adds_the_comparison(runs):
+    summary = json.loads((runs / "both" / "results.json").read_text())
+    comp = summary["comparison"]
+    assert comp["settings"]["models"] == ["length", "noise"] and comp["settings"]["B"] == 300
+    assert {r["model_a"] for r in comp["robustness"]} == {"length"}
+    assert len(comp["ranks"]) == 2 * len(summary["models"]["length"])
+
+
+def test_cli_compare_writes_three_files(runs, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", str(runs / "both"), str(runs / "overlap"), "--out", str(out), "-q"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["comparison.html", "comparison.json", "comparison.parquet"]
+    cmp = C.Comparison.load(out)
+    assert cmp.models == ["length", "noise", "overlap"]
+    assert len(cmp.robustness) == 3 * 2 * len(cmp.settings["subsets"])
+    assert "data:image/png;base64" in (out / "comparison.html").read_text()
+
+
+def test_cli_compare_refuses_runs_that_differ(runs, tmp_path, capsys):
+    code = main(["compare", str(runs / "both"), str(runs / "seed1"), "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "differ at item" in err and "of condition EF" in err
+    code = main(["compare", str(runs / "overlap"), str(runs / "seed1"), "--out", str(tmp_path / "y")])
+    err = capsys.readouterr().err
+    assert code == 2 and ("model overlap is in both" in err or "differ at item" in err)
+
+
+def test_cli_compare_refuses_a_model_in_two_runs(runs, tmp_path, capsys):
+    code = main(["compare", str(runs / "both"), str(runs / "both"), "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and "model length is in both" in err
+
+
+def test_compare_follows_the_runs_clusters():
+    run = C.simulate_run(("A", "B"), n=60, perturbations=("EF",), seed=6, B=500)
+    plain = C.compare(run)
+    assert "n_clusters" not in plain.robustness
+    orig = run.texts["perturbation"] == "orig"
+    run.texts.loc[orig, "prompt"] = [f"p{i // 3}" for i in range(int(orig.sum()))]   # three pairs per prompt
+    run.manifest["clusters"] = {"by": "prompt"}
+    clustered = C.compare(run)
+    assert (clustered.robustness["n_clusters"] == 20).all() and (clustered.robustness["n"] == 60).all()
+    run.manifest["clusters"] = {"by": "group_id"}
+    assert any("clustered its items by group_id" in w for w in C.compare(run).warnings)
+    assert C.compare(run, clusters=None).warnings == []
