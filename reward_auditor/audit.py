@@ -140,7 +140,10 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
 
 
 def _jsonable(x):
-    "Make a manifest JSON-safe (numpy scalars, paths, tuples)."
+    "Make a manifest JSON-safe (numpy scalars, paths, tuples) with secrets masked in every string."
+    if isinstance(x, str):
+        from reward_auditor.guards import mask_secrets
+        return mask_secrets(x)
     if isinstance(x, Mapping):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple, set)):

@@ -56,12 +56,13 @@ def is_input_error(e: BaseException) -> bool:
 
 
 def error_line(e: BaseException) -> str:
-    "The one line printed for an error: program, 'error', the message with newlines folded."
+    "The one line printed for an error: program, 'error', the message with newlines folded and secrets masked."
+    from reward_auditor.guards import mask_secrets
     msg = " ".join(str(e).split()) or type(e).__name__
     if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
             e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
-    return f"{PROG}: error: {msg}"
+    return f"{PROG}: error: {mask_secrets(msg)}"
 
 # %% ../nbs/10_cli.ipynb #c8f04616
 EXAMPLES = {
@@ -305,7 +306,7 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="tokenizer folder or hub id for --endpoint (default: the served model's name)")
     g.add_argument("--endpoint-concurrency", type=_positive_int("endpoint concurrency"), default=S,
                    help="requests in flight at most (default 4)")
-    g.add_argument("--endpoint-timeout", type=float, default=S, help="seconds per request before a retry (default 60)")
+    g.add_argument("--endpoint-timeout", type=float, default=S, help="seconds per request, wall-clock (connection and whole answer), before a retry (default 60)")
     g.add_argument("--endpoint-api", choices=["completions", "chat"], default=S,
                    help="judge readout over HTTP: 'completions' (vLLM /v1/completions, exact) or 'chat' (hosted "
                         "/v1/chat/completions, a top-20 log-prob approximation; default completions)")
@@ -782,6 +783,7 @@ def _progress(ns) -> bool:
 
 
 def _print_summary(result, out: Path, rendered, seconds: float) -> None:
+    from reward_auditor.guards import mask_secrets
     t = result.table
     print(f"audited {t['model'].nunique()} scorer(s) x {t['subset'].nunique()} subset(s) x "
           f"{t['perturbation'].nunique()} perturbation(s) in {seconds:.1f} s")
@@ -800,7 +802,7 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
               f"normal {a.get('normal', float('nan')):.3f}, hard {a.get('hard', float('nan')):.3f}, "
               f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
     for w in result.manifest.get("warnings", []):
-        print(f"{PROG}: warning: {w}", file=sys.stderr)
+        print(f"{PROG}: warning: {mask_secrets(w)}", file=sys.stderr)
     print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv)")
     if rendered is not None:
         print(f"report: {rendered.html}")
@@ -1196,15 +1198,43 @@ def quiet_bars(quiet: bool = False, tty: bool | None = None):
     return restore
 
 # %% ../nbs/10_cli.ipynb #16c72b34
+def _masked_warnings():
+    "Show warnings with secrets masked (a server's text can carry a key); returns a function that restores the format."
+    import warnings
+    from reward_auditor.guards import mask_secrets
+    plain = warnings.formatwarning
+    warnings.formatwarning = lambda *a, **kw: mask_secrets(plain(*a, **kw))
+
+    def restore():
+        warnings.formatwarning = plain
+    return restore
+
+
+def _stdout_gone() -> int:
+    "A reader closed our stdout (`| head`): send the rest to /dev/null and end quietly, as a pipe writer does."
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a writer stopped by a closed pipe
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of the `reward-auditor` command."
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     restore = quiet_bars(quiet="-q" in argv or "--quiet" in argv)
+    unmask = _masked_warnings()
     try:
         ns = build_parser().parse_args(argv)
-        return COMMANDS[ns.command](ns)
+        code = COMMANDS[ns.command](ns)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _stdout_gone()
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; scores computed so far are in the cache, rerun with --resume to continue",
               file=sys.stderr)
@@ -1213,15 +1243,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(e, SystemExit):
             raise
         if debug:
-            traceback.print_exc()
+            from reward_auditor.guards import mask_secrets
+            print(mask_secrets(traceback.format_exc()), file=sys.stderr, end="")
         if is_input_error(e):
             print(error_line(e), file=sys.stderr)
             return 2
-        print(f"{PROG}: internal error: {type(e).__name__}: {' '.join(str(e).split())} "
+        from reward_auditor.guards import mask_secrets
+        print(f"{PROG}: internal error: {type(e).__name__}: {mask_secrets(' '.join(str(e).split()))} "
               f"(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
     finally:
         restore()
+        unmask()
 
 # %% ../nbs/10_cli.ipynb #f101b139
 if __name__ == "__main__":  # python -m reward_auditor.cli, when the console script is not installed

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import steps as ra_steps
+from .guards import InputTooLarge, read_gzip_capped
 
 # %% auto #0
 __all__ = ['CANONICAL_COLUMNS', 'TEXT_COLUMNS', 'CONTAINERS', 'SCHEMAS', 'FORMATS', 'RMBENCH_STYLES', 'ROLES', 'SHAREGPT_ROLES',
@@ -206,7 +207,8 @@ def _read_bytes(path: Path, source: str) -> bytes:
         raise DataError("is not gzip data although its name ends in .gz", source,
                         hint="rename it without .gz or recompress it")
     if raw.startswith(b"\x1f\x8b"):
-        try: raw = gzip.decompress(raw)
+        try: raw = read_gzip_capped(path)   # streamed with a cap: a 3 MB bomb never becomes 3 GiB in memory
+        except InputTooLarge as e: raise DataError(str(e), source) from None
         except (OSError, EOFError, zlib.error) as e:
             raise DataError(f"is a damaged gzip file ({e})", source) from None
     return raw
@@ -801,7 +803,7 @@ def load_preferences(source: Any, format: str | None = None, *, columns: Mapping
     out.attrs["format"] = schema
     return out
 
-# %% ../nbs/00_data.ipynb #ce8a6092
+# %% ../nbs/00_data.ipynb #92b6374d
 def _solutions_of(records, rows, label, name, fmt, subset, errors) -> pd.DataFrame:
     "Solutions of step rows; a broken row raises DataError (errors='raise') or is dropped with a warning and a count."
     solutions, problems = ra_steps.parse_solutions(records, fmt, rows, subset)

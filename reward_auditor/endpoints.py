@@ -12,25 +12,47 @@ import math
 import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
 
+from .guards import (MAX_RESPONSE_BYTES, DeadlineExceeded, RedirectRefused, ResponseTooLarge,
+                                   http_exchange, mask_secrets, register_secret)
 from .scorer_kinds import (FALLBACK_MAX_LENGTH, HFScorer, JudgeScorer, PointwiseScorer, ScorerError,
                                          _load_tokenizer, encode_text, folder_fingerprint, pack_encoded, render_chat,
                                          truncate_ids, unpack_encoded)
 
 # %% auto #0
-__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'EndpointClient', 'served_identity', 'served_max_length',
-           'EndpointRewardScorer', 'EndpointJudgeScorer', 'EndpointChatJudgeScorer']
+__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'quote_answer', 'finite_number', 'EndpointClient', 'served_identity',
+           'served_max_length', 'classify_rewards', 'EndpointRewardScorer', 'EndpointJudgeScorer',
+           'EndpointChatJudgeScorer']
 
 # %% ../nbs/06b_endpoints.ipynb #9dc5be39
 class EndpointError(ScorerError):
-    "The server refused a request, could not be reached, or does not score as asked; the message quotes it."
+    "The server refused a request, could not be reached, or does not score as asked; the message quotes it (keys masked)."
+
+    def __init__(self, message: str):
+        super().__init__(mask_secrets(message))
+
+
+def quote_answer(obj, limit: int = 200) -> str:
+    "A server's answer (or part of it) for an error message: JSON, one line, cut at `limit` characters, keys masked."
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=True)
+    except (TypeError, ValueError):
+        text = repr(obj)
+    text = " ".join(mask_secrets(text).split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def finite_number(v) -> float | None:
+    "`v` as a float when it is a finite real number (int or float, not bool, not a string), else None."
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
 
 
 API_KEY_ENV = "REWARD_AUDITOR_API_KEY"
@@ -38,14 +60,17 @@ RETRY_STATUS = (429, 500, 502, 503, 504)
 
 
 class EndpointClient:
-    "JSON over HTTP with retries (429/5xx/timeouts, exponential back-off) and an immediate error on other 4xx."
+    """JSON over HTTP with retries (429/5xx/timeouts, exponential back-off) and an immediate error on other 4xx.
+    Each request has a wall-clock deadline of `timeout` seconds and at most `max_bytes` of answer; redirects are
+    followed only within the URL's origin."""
 
     def __init__(self, url: str, api_key_env: str = API_KEY_ENV, timeout: float = 60.0, retries: int = 6,
-                 backoff: float = 0.5, max_backoff: float = 30.0):
+                 backoff: float = 0.5, max_backoff: float = 30.0, max_bytes: int = MAX_RESPONSE_BYTES):
         if not str(url).startswith(("http://", "https://")):
             raise EndpointError(f"endpoint URL must start with http:// or https://, got {url!r}")
         self.url = str(url).rstrip("/")
-        self.api_key_env, self.timeout = api_key_env, float(timeout)
+        self.api_key_env, self.timeout, self.max_bytes = api_key_env, float(timeout), int(max_bytes)
+        register_secret(env=api_key_env)  # its value is masked in every message from now on
         self.retries, self.backoff, self.max_backoff = int(retries), float(backoff), float(max_backoff)
         self.stats = {"requests": 0, "retries": 0}
         self._lock = threading.Lock()
@@ -68,28 +93,41 @@ class EndpointClient:
                     self.stats["retries"] += 1
             wait_s = min(self.max_backoff, self.backoff * 2 ** attempt)
             try:
-                req = urllib.request.Request(url, data=data, headers=self._headers(),
-                                             method="GET" if data is None else "POST")
-                with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                    body = r.read()
-                with self._lock:
-                    self.stats["requests"] += 1
-                return json.loads(body)
-            except urllib.error.HTTPError as e:
-                text = e.read().decode("utf-8", "replace")[:500]
-                if e.code not in RETRY_STATUS:
-                    raise EndpointError(f"{url} answered HTTP {e.code}: {' '.join(text.split())}") from None
-                last = f"HTTP {e.code}: {' '.join(text.split())[:200]}"
-                ra = e.headers.get("Retry-After") if e.headers else None
+                status, headers, body = http_exchange(url, data, self._headers(), "GET" if data is None else "POST",
+                                                      timeout=self.timeout, max_bytes=self.max_bytes)
+            except (RedirectRefused, ResponseTooLarge) as e:
+                raise EndpointError(f"{url}: {e}") from None
+            except DeadlineExceeded as e:
+                last = f"timeout: {e}"
+            except (TimeoutError, ConnectionError, OSError) as e:
+                last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+            else:
+                if status < 300:
+                    with self._lock:
+                        self.stats["requests"] += 1
+                    return self._json(url, body)
+                text = " ".join(body.decode("utf-8", "replace").split())
+                if status not in RETRY_STATUS:
+                    raise EndpointError(f"{url} answered HTTP {status}: {text[:500]}")
+                last = f"HTTP {status}: {text[:200]}"
+                ra = headers.get("Retry-After")
                 if ra and ra.strip().isdigit():
                     wait_s = min(self.max_backoff, float(ra))
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
-                last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-            except json.JSONDecodeError as e:
-                raise EndpointError(f"{url} answered with something that is not JSON: {e}") from None
             if attempt < self.retries:
                 time.sleep(wait_s)
         raise EndpointError(f"{url} failed after {self.retries + 1} attempts; last: {last}")
+
+    @staticmethod
+    def _json(url: str, body: bytes) -> dict:
+        "The JSON object a server answered, or an EndpointError quoting what it sent instead."
+        try:
+            out = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise EndpointError(f"{url} answered with something that is not JSON ({e}): "
+                                f"{quote_answer(body.decode('utf-8', 'replace'))}") from None
+        if not isinstance(out, dict):
+            raise EndpointError(f"{url} answered a JSON {type(out).__name__}, not an object: {quote_answer(out)}")
+        return out
 
     def models(self) -> list[dict]:
         "The served models (`GET /v1/models`)."
@@ -121,6 +159,30 @@ def served_max_length(served: dict, requested: int | None, where: str) -> int:
         raise EndpointError(f"max_length {requested} is more than {where} accepts (max_model_len {limit}); "
                             f"ask for at most {limit}")
     return int(requested)
+
+
+def classify_rewards(out: dict, n: int, where: str) -> list[float]:
+    "The n rewards of a `/classify` answer: one finite number per input, indices 0…n−1 each once; else EndpointError."
+    data = out.get("data")
+    if not isinstance(data, list) or len(data) != n:
+        got = len(data) if isinstance(data, list) else quote_answer(data)
+        raise EndpointError(f"{where} returned {got} results for {n} inputs: {quote_answer(out)}")
+    vals: list[float | None] = [None] * n
+    for k, d in enumerate(data):
+        idx = d.get("index", k) if isinstance(d, dict) else None
+        probs = (d.get("probs", d.get("data")) if isinstance(d, dict) else None)
+        if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n or vals[idx] is not None:
+            raise EndpointError(f"{where} returned result {k} with a missing, repeated or out-of-range index: "
+                                f"{quote_answer(d)}")
+        if not isinstance(probs, list) or len(probs) != 1:
+            raise EndpointError(f"{where} returned {len(probs) if isinstance(probs, list) else quote_answer(probs)} "
+                                "scores per input; a reward model has one label")
+        v = finite_number(probs[0])
+        if v is None:
+            raise EndpointError(f"{where} returned a reward that is not a finite number for input {idx}: "
+                                f"{quote_answer(d)}")
+        vals[idx] = v
+    return vals
 
 
 class EndpointRewardScorer(PointwiseScorer):
@@ -183,17 +245,7 @@ class EndpointRewardScorer(PointwiseScorer):
 
     def _classify(self, seqs: list[list[int]], activation: bool = False) -> list[float]:
         out = self.client.request("/classify", {"model": self.model, "input": seqs, "use_activation": activation})
-        data = sorted(out.get("data", []), key=lambda d: d.get("index", 0))
-        if len(data) != len(seqs):
-            raise EndpointError(f"{self.url}/classify returned {len(data)} results for {len(seqs)} inputs")
-        vals = []
-        for d in data:
-            probs = d.get("probs", d.get("data"))
-            if not isinstance(probs, list) or len(probs) != 1:
-                raise EndpointError(f"{self.model} at {self.url} returned {len(probs) if isinstance(probs, list) else probs!r} "
-                                    "scores per input; a reward model has one label")
-            vals.append(float(probs[0]))
-        return vals
+        return classify_rewards(out, len(seqs), f"{self.model} at {self.url}/classify")
 
     def check_activation(self) -> None:
         "Refuse a server that applies an activation although asked not to (it would return sigmoid(reward))."
@@ -337,9 +389,14 @@ class EndpointJudgeScorer(JudgeScorer):
         except (KeyError, IndexError, TypeError):
             raise EndpointError(f"{self.url}/v1/completions returned no prompt log-probabilities (echo with logprobs); "
                                 "the exact judge readout needs a server that offers them") from None
-        if len(lps) < len(ids) or any(lps[j] is None for j in range(n_prompt, len(ids))):
-            raise EndpointError(f"{self.url}/v1/completions echoed {len(lps)} log-probabilities for {len(ids)} prompt tokens")
-        return float(sum(float(lps[j]) for j in range(n_prompt, len(ids))))
+        if not isinstance(lps, list) or len(lps) < len(ids) or any(lps[j] is None for j in range(n_prompt, len(ids))):
+            got = len(lps) if isinstance(lps, list) else quote_answer(lps)
+            raise EndpointError(f"{self.url}/v1/completions echoed {got} log-probabilities for {len(ids)} prompt tokens")
+        vals = [finite_number(lps[j]) for j in range(n_prompt, len(ids))]
+        if any(v is None or v > 0 for v in vals):
+            raise EndpointError(f"{self.url}/v1/completions returned a log-probability that is not a finite number "
+                                f"≤ 0: {quote_answer(lps[n_prompt:len(ids)])}")
+        return float(sum(vals))
 
     def _run(self, seqs, metas, progress, desc=None, batches=None):
         "One request per verdict spelling (at most `concurrency` in flight); yields all rows at once."
@@ -419,10 +476,13 @@ class EndpointChatJudgeScorer(EndpointJudgeScorer):
             "logprobs": True, "top_logprobs": self.top_k})
         try:
             top = out["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
-            listed = [(str(t["token"]), float(t["logprob"])) for t in top]
+            listed = [(str(t["token"]), finite_number(t["logprob"])) for t in top]
         except (KeyError, IndexError, TypeError, ValueError):
             raise EndpointError(f"{self.url}/v1/chat/completions returned no top log-probabilities; the chat judge needs "
                                 "a server that honours logprobs: true and top_logprobs") from None
+        if any(lp is None or lp > 0 for _, lp in listed):
+            raise EndpointError(f"{self.url}/v1/chat/completions returned a log-probability that is not a finite "
+                                f"number ≤ 0: {quote_answer(top)}")
         if not listed:
             raise EndpointError(f"{self.url}/v1/chat/completions listed no candidates for top_logprobs={self.top_k}")
         return listed

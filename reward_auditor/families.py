@@ -22,11 +22,11 @@ from .scorer_kinds import REGISTER_HINT, ScorerError, describe_output
 
 # %% auto #0
 __all__ = ['TEMPLATES', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'LM_KINDS', 'PAIRRM_PREFIXES', 'read_config',
-           'checkpoint_shapes', 'folder_files', 'remote_code_files', 'turns_context', 'render_messages', 'conversation',
-           'extract', 'Family', 'register', 'match_family', 'hub_weight_shapes', 'weight_shapes', 'hub_files',
-           'family_of', 'registry_table', 'head_model_class', 'LDLRewardModel', 'refuse_remote_code', 'FamilyScorer',
-           'folder_hint', 'safe_rlhf_normalize', 'PairPreferenceScorer', 'check_classifier_head', 'load_model',
-           'pairrm_conversation', 'pairrm_model_class', 'PairRMScorer']
+           'load_weights', 'checkpoint_shapes', 'folder_files', 'remote_code_files', 'turns_context', 'render_messages',
+           'conversation', 'extract', 'Family', 'register', 'match_family', 'hub_weight_shapes', 'weight_shapes',
+           'hub_files', 'family_of', 'registry_table', 'head_model_class', 'LDLRewardModel', 'refuse_remote_code',
+           'FamilyScorer', 'folder_hint', 'safe_rlhf_normalize', 'PairPreferenceScorer', 'check_classifier_head',
+           'load_model', 'pairrm_conversation', 'pairrm_model_class', 'PairRMScorer']
 
 # %% ../nbs/06a_families.ipynb #ff157b5b
 def _folder(spec: str, revision: str | None = None) -> Path | None:
@@ -48,6 +48,20 @@ def read_config(spec: str, revision: str | None = None) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ScorerError(f"{path}: config.json is not valid JSON ({e})") from e
+
+
+def load_weights(path: str | os.PathLike, mmap: bool = False) -> dict:
+    "A state dict from a .pt/.bin file read with `weights_only` (no code runs); anything else is a ScorerError naming the file."
+    import torch
+    try:
+        sd = torch.load(path, map_location="cpu", mmap=mmap, weights_only=True)
+    except Exception as e:  # an UnpicklingError for a file that would run code, a RuntimeError for a damaged one
+        reason = " ".join(str(e).split())[:200]
+        raise ScorerError(f"{path} is not a weights-only PyTorch checkpoint and is refused (reading it could run "
+                          f"code): {type(e).__name__}: {reason}; save it with torch.save(model.state_dict())") from None
+    if not isinstance(sd, dict):
+        raise ScorerError(f"{path} holds a {type(sd).__name__}, not a state dict (weight name → tensor)")
+    return sd
 
 
 def checkpoint_shapes(folder: str | os.PathLike | None) -> dict[str, tuple[int, ...]]:
@@ -673,7 +687,7 @@ class FamilyScorer(S.HFScorer):
         fam, folder = self.family, self._local_folder()
         sd = {}
         for f in sorted([*folder.glob("*.pt"), *folder.glob("*.bin")]):
-            sd.update(torch.load(f, map_location="cpu", mmap=True, weights_only=True))
+            sd.update(load_weights(f, mmap=True))
         keep = {k: v for k, v in sd.items() if k.startswith((fam.backbone + ".", fam.head + "."))}
         cls = head_model_class(fam.backbone, fam.head, _head_layers({k: tuple(v.shape) for k, v in keep.items()}, fam.head))
         try:
@@ -692,7 +706,7 @@ class FamilyScorer(S.HFScorer):
         import torch
         from transformers import AutoModel
         folder = self._local_folder()
-        heads = {n: torch.load(folder / f"{n}_layer.pt", map_location="cpu", weights_only=True) for n in ("regression", "gating")}
+        heads = {n: load_weights(folder / f"{n}_layer.pt") for n in ("regression", "gating")}
         backbone = self._load_model(AutoModel)
         cfg = self.config_dict
         return LDLRewardModel(backbone, heads["regression"], heads["gating"], temperature=float(cfg.get("temperature", 1.0)),

@@ -44,6 +44,7 @@ __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS'
            'step_marker', 'StepNumbering', 'math_variant', 'PerturbationError', 'MissingResourceError', 'cache_dir']
 
 # %% ../nbs/03_perturbations.ipynb #b6b818ac
+from .guards import unpack_zip_once
 from .resources import MissingResourceError, PerturbationError, cache_dir
 _all_ = ["PerturbationError", "MissingResourceError", "cache_dir"]
 
@@ -932,7 +933,6 @@ class SentenceEmbedder:
 def sentence_embedder() -> SentenceEmbedder | None:
     "The embedder when the weights package is installed, else None (the check is then reported as not run)."
     import importlib.util
-    import zipfile
     spec = importlib.util.find_spec(SEMANTIC_PACKAGE)   # found, never imported
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -940,15 +940,7 @@ def sentence_embedder() -> SentenceEmbedder | None:
     if not zf.exists():
         return None
     dest = cache_dir("all-MiniLM-L6-v2", str(zf.stat().st_size))
-    if not (dest / "model.safetensors").exists():
-        with zipfile.ZipFile(zf) as z:
-            for m in z.namelist():
-                if not m.endswith("/") and ".." not in m and not m.startswith("/"):
-                    target = dest / m
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = target.with_suffix(target.suffix + ".part")
-                    tmp.write_bytes(z.read(m))
-                    tmp.replace(target)
+    unpack_zip_once(zf, dest, "model.safetensors")  # locked, unpacked privately, published by one rename
     return SentenceEmbedder(dest)
 
 

@@ -16,24 +16,28 @@ import sqlite3
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
+from .guards import (DeadlineExceeded, RedirectRefused, ResponseTooLarge, http_exchange, mask_secrets,
+                                   register_secret)
 from .resources import MissingResourceError, cache_dir
 
 # %% auto #0
-__all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'APERTIUM_CHUNK', 'APERTIUM_STREAM', 'RewriterError', 'Rewriter', 'instruction',
-           'rewrite_key', 'RewriteCache', 'CachedRewriter', 'EchoRewriter', 'apertium_chunks', 'apertium_versions',
-           'apertium_deformat', 'apertium_reformat', 'apertium_pipeline', 'ApertiumTranslator', 'apertium_translator',
-           'model_fingerprint', 'TransformersRewriter', 'OpenAIRewriter']
+__all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'APERTIUM_CHUNK', 'APERTIUM_STREAM', 'PLAIN_PROMPT', 'CHAT_LAYOUT',
+           'RewriterError', 'Rewriter', 'instruction', 'rewrite_key', 'RewriteCache', 'CachedRewriter', 'EchoRewriter',
+           'apertium_chunks', 'apertium_versions', 'apertium_deformat', 'apertium_reformat', 'apertium_pipeline',
+           'ApertiumTranslator', 'apertium_translator', 'model_fingerprint', 'template_fingerprint',
+           'TransformersRewriter', 'OpenAIRewriter']
 
 # %% ../nbs/04_rewriters.ipynb #6fd80ac5
 class RewriterError(RuntimeError):
-    "A rewriter backend failed (unreachable server, bad reply, model that cannot be loaded)."
+    "A rewriter backend failed (unreachable server, bad reply, model that cannot be loaded); keys are masked."
+
+    def __init__(self, message: str):
+        super().__init__(mask_secrets(message))
 
 
 @runtime_checkable
@@ -369,6 +373,25 @@ def model_fingerprint(model_dir: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
+PLAIN_PROMPT = "{instruction}\n\n{text}\n\nRewritten answer:\n"   # the model input when there is no chat template
+
+
+def template_fingerprint(model_dir: str | Path) -> str:
+    "Short hash of what turns (instruction, text) into the model input: its chat template, else the plain prompt."
+    d, parts = Path(model_dir), []
+    if d.is_dir():
+        cfg = d / "tokenizer_config.json"
+        if cfg.is_file():
+            try:
+                parts.append(json.dumps(json.loads(cfg.read_text(encoding="utf-8")).get("chat_template"), sort_keys=True))
+            except (ValueError, UnicodeDecodeError, AttributeError):
+                parts.append(cfg.read_bytes().hex())
+        parts += [f.read_bytes().hex() for f in sorted(d.glob("chat_template*")) if f.is_file()]
+    if not any(p not in ("null", "") for p in parts):
+        parts = [PLAIN_PROMPT]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
 class TransformersRewriter(CachedRewriter):
     "Rewrites with a local causal LM (greedy, seeded); lazy torch/transformers import."
     backend = "transformers"
@@ -382,7 +405,8 @@ class TransformersRewriter(CachedRewriter):
         self._model = self._tok = None
 
     def settings(self):
-        return {"max_new_tokens": self.max_new_tokens, "seed": self.seed, "decoding": "greedy"}
+        return {"max_new_tokens": self.max_new_tokens, "seed": self.seed, "decoding": "greedy",
+                "template": template_fingerprint(self.model_dir)}
 
     def _load(self):
         "Load tokenizer and model once."
@@ -412,7 +436,7 @@ class TransformersRewriter(CachedRewriter):
         if getattr(self._tok, "chat_template", None):
             msgs = [{"role": "user", "content": f"{instruction}\n\n{text}"}]
             return self._tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        return f"{instruction}\n\n{text}\n\nRewritten answer:\n"
+        return PLAIN_PROMPT.format(instruction=instruction, text=text)
 
     def _generate(self, texts, instruction):
         self._load()
@@ -429,6 +453,9 @@ class TransformersRewriter(CachedRewriter):
         return out
 
 # %% ../nbs/04_rewriters.ipynb #1ebd6f7c
+CHAT_LAYOUT = "system: instruction; user: text"   # how a request is built; part of the cache key
+
+
 class OpenAIRewriter(CachedRewriter):
     "Rewrites through an OpenAI-compatible chat-completions endpoint (urllib only)."
     backend = "openai-chat"
@@ -441,13 +468,18 @@ class OpenAIRewriter(CachedRewriter):
         self.model = model or os.environ.get("REWARD_AUDITOR_REWRITER_MODEL") or os.environ.get("OPENAI_MODEL")
         if not self.model:
             raise RewriterError("OpenAIRewriter needs a model: pass model= or set REWARD_AUDITOR_REWRITER_MODEL")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise RewriterError(f"the rewriter URL must start with http:// or https://, got {self.base_url!r}")
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        register_secret(value=self.api_key)  # masked in every message from now on
         self.max_tokens, self.temperature, self.seed = int(max_tokens), float(temperature), int(seed)
         self.timeout, self.retries, self.concurrency = timeout, int(retries), max(1, int(concurrency))
         self.model_id = self.model
 
     def settings(self):
-        return {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed}
+        "Sampling settings, the endpoint (a rewrite from one server is never served for another) and the message layout."
+        return {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
+                "endpoint": mask_secrets(self.base_url), "messages": CHAT_LAYOUT}
 
     def _post(self, text: str, instruction: str) -> str:
         "One chat-completions request, retried on 429/5xx and connection errors."
@@ -461,20 +493,31 @@ class OpenAIRewriter(CachedRewriter):
         url, err = f"{self.base_url}/chat/completions", None
         for attempt in range(self.retries + 1):
             try:
-                req = urllib.request.Request(url, data=body, headers=headers, method="POST")
-                with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                    reply = json.loads(r.read().decode())
-                return reply["choices"][0]["message"]["content"]
-            except urllib.error.HTTPError as e:
-                err = f"HTTP {e.code}: {e.read()[:300]!r}"
-                if e.code not in (408, 409, 429) and e.code < 500:
+                status, _, raw = http_exchange(url, body, headers, "POST", timeout=self.timeout)
+            except (RedirectRefused, ResponseTooLarge) as e:
+                raise RewriterError(f"{url}: {e}") from None
+            except (DeadlineExceeded, OSError) as e:
+                err = f"cannot reach {url}: {getattr(e, 'reason', e)}"
+            else:
+                if status < 300:
+                    return self._content(url, raw)
+                err = f"HTTP {status}: {' '.join(raw.decode('utf-8', 'replace').split())[:300]}"
+                if status not in (408, 409, 429) and status < 500:
                     break
-            except urllib.error.URLError as e:
-                err = f"cannot reach {url}: {e.reason}"
-            except (KeyError, IndexError, TypeError, json.JSONDecodeError) as e:
-                raise RewriterError(f"{url} replied without choices[0].message.content ({e!r})") from e
             time.sleep(min(30.0, 0.5 * 2 ** attempt))
         raise RewriterError(f"{self.backend} request to {url} failed: {err}; check OPENAI_BASE_URL / OPENAI_API_KEY")
+
+    @staticmethod
+    def _content(url: str, raw: bytes) -> str:
+        "The rewritten text of a chat-completions answer, or a RewriterError quoting the answer."
+        try:
+            content = json.loads(raw)["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise RewriterError(f"{url} replied without choices[0].message.content ({type(e).__name__}): "
+                                f"{' '.join(raw.decode('utf-8', 'replace').split())[:200]}") from None
+        if not isinstance(content, str):
+            raise RewriterError(f"{url} replied with a {type(content).__name__} as the rewritten text, not a string")
+        return content
 
     def _generate(self, texts, instruction):
         with ThreadPoolExecutor(self.concurrency) as ex:

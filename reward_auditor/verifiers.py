@@ -16,6 +16,7 @@ from multiprocessing.connection import wait as _wait_any
 import re
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -33,10 +34,11 @@ from .safety import atomic_write, md_escape, plain_line, reading
 import sympy
 
 # %% auto #0
-__all__ = ['KINDS', 'BUILTIN_GOLDS', 'RULES', 'STRATA', 'SHELLS', 'BUILTIN_VERIFIERS', 'KNOWN_FINDINGS', 'VerifierAuditError',
-           'read_expr', 'read_answer', 'infer_kind', 'load_golds', 'certify', 'Rule', 'rule', 'generate_variants',
-           'extract_final_answer', 'string_normalize', 'string_verifier', 'read_number', 'numeric_sympy_verifier',
-           'MathVerify', 'resolve_verifiers', 'run_verifiers', 'disagreement_matrix', 'FedVerifier', 'identity_sanity',
+__all__ = ['MAX_POWER_DIGITS', 'MAX_SYMBOLIC_EXPONENT', 'KINDS', 'BUILTIN_GOLDS', 'RULES', 'STRATA', 'SHELLS',
+           'BUILTIN_VERIFIERS', 'KNOWN_FINDINGS', 'VerifierAuditError', 'read_expr', 'read_answer', 'infer_kind',
+           'ParseTimeout', 'load_golds', 'certify', 'Rule', 'rule', 'generate_variants', 'extract_final_answer',
+           'string_normalize', 'string_verifier', 'read_number', 'numeric_sympy_verifier', 'MathVerify',
+           'resolve_verifiers', 'run_verifiers', 'disagreement_matrix', 'FedVerifier', 'identity_sanity',
            'sanity_lines', 'known_findings', 'VerifierAuditResult', 'verifier_audit', 'verifier_audit_cli',
            'plot_verifier_audit']
 
@@ -128,8 +130,47 @@ def read_expr(tex: str) -> sympy.Expr:
     py = _tex_to_python(s)
     _check_python(py, tex)  # parse_expr evaluates its input: only numbers, letters and arithmetic may reach it
     transformations = standard_transformations + (implicit_multiplication_application, rationalize)
-    return parse_expr(py, local_dict={"E": sympy.E, "pi": sympy.pi, "oo": sympy.oo, "sqrt": sympy.sqrt},
-                      transformations=transformations)
+    tree = parse_expr(py, local_dict={"E": sympy.E, "pi": sympy.pi, "oo": sympy.oo, "sqrt": sympy.sqrt},
+                      transformations=transformations, evaluate=False)
+    return _evaluate_bounded(tree, tex)
+
+
+MAX_POWER_DIGITS = 10_000      # a numeric power may have at most this many digits (9^{9^9} has 370 million)
+MAX_SYMBOLIC_EXPONENT = 1_000  # (x+1)^n, π^n: |n| above this is refused (expanding or evaluating it never ends)
+
+
+def _evaluate_bounded(e, tex: str):
+    "Evaluate an unevaluated SymPy tree bottom-up, refusing any power whose size is beyond the bounds above."
+    if not e.args:
+        return e
+    args = [_evaluate_bounded(a, tex) for a in e.args]
+    if isinstance(e, sympy.Pow):
+        _check_power(args[0], args[1], tex)
+    return e.func(*args)
+
+
+def _check_power(base, exp, tex: str) -> None:
+    "Raise ValueError when base^exp would be too large to compute (see MAX_POWER_DIGITS, MAX_SYMBOLIC_EXPONENT)."
+    if not exp.is_Number:  # a symbolic exponent stays symbolic; its numbers are bounded like an exponent's
+        big = [a for a in exp.atoms(sympy.Number) if abs(a) > MAX_SYMBOLIC_EXPONENT]
+        if big:
+            raise ValueError(f"exponent {sympy.sstr(exp)[:40]} in {tex!r} is too large; it is refused, not evaluated")
+        return
+    if not exp.is_finite or abs(exp) <= 1:
+        return
+    if abs(exp) > 10 ** 7:
+        raise ValueError(f"exponent {sympy.sstr(exp)[:40]} in {tex!r} is too large; it is refused, not evaluated")
+    if base.is_Number and base.is_finite:
+        if base in (0, 1, -1):
+            return
+        p, q = (abs(int(base.p)), int(base.q)) if base.is_Rational else (abs(float(base)), 1.0)
+        digits = float(abs(exp)) * (abs(math.log10(p)) + math.log10(q))
+        if digits > MAX_POWER_DIGITS:
+            raise ValueError(f"{sympy.sstr(base)[:20]}^{sympy.sstr(exp)[:20]} in {tex!r} has about {digits:.3g} "
+                             f"digits, more than {MAX_POWER_DIGITS}; it is refused, not evaluated")
+    elif abs(exp) > MAX_SYMBOLIC_EXPONENT:
+        raise ValueError(f"exponent {sympy.sstr(exp)[:40]} in {tex!r} is more than {MAX_SYMBOLIC_EXPONENT}; "
+                         "it is refused, not evaluated")
 
 # %% ../nbs/12_verifiers.ipynb #b92b9671
 def _split_top(s: str, sep: str = ",") -> list[str]:
@@ -236,8 +277,35 @@ BUILTIN_GOLDS: tuple[dict, ...] = (
 )
 
 
-def _gold_frame(rows: Sequence[Mapping], source: str) -> pd.DataFrame:
-    "Validate gold rows (gold, optional id/kind/identities) and read their exact values."
+class ParseTimeout(Exception):
+    "Reading one gold or answer took longer than its time limit."
+
+
+class _time_limit:
+    "Raise ParseTimeout in the block after `seconds` (main thread, POSIX); elsewhere the block runs unlimited."
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.armed = (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
+                      and threading.current_thread() is threading.main_thread())
+
+    def _fire(self, signum, frame):
+        raise ParseTimeout(f"took longer than {self.seconds:g}s to read")
+
+    def __enter__(self):
+        if self.armed:
+            self._old = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._old)
+
+
+def _gold_frame(rows: Sequence[Mapping], source: str, timeout: float | None = 5.0) -> pd.DataFrame:
+    "Validate gold rows (gold, optional id/kind/identities) and read their exact values, each within `timeout` s."
     out = []
     for i, r in enumerate(rows, 1):
         gold = str(r.get("gold", "")).strip()
@@ -245,7 +313,8 @@ def _gold_frame(rows: Sequence[Mapping], source: str) -> pd.DataFrame:
             raise VerifierAuditError(f"{source}: row {i} has no 'gold' field; each gold needs a LaTeX answer")
         kind = r.get("kind") or infer_kind(gold)
         try:
-            value = read_answer(gold, kind)
+            with _time_limit(timeout):
+                value = read_answer(gold, kind)
         except Exception as e:
             raise VerifierAuditError(f"{source}: row {i}, gold {gold!r} (kind {kind!r}) cannot be read exactly "
                                      f"({e}); give its 'kind' or simplify its LaTeX") from None
@@ -259,20 +328,20 @@ def _gold_frame(rows: Sequence[Mapping], source: str) -> pd.DataFrame:
     return frame
 
 
-def load_golds(golds=None) -> pd.DataFrame:
+def load_golds(golds=None, timeout: float | None = 5.0) -> pd.DataFrame:
     "Gold answers as a frame (gold_id, gold, kind, value, identities) from None (built-in), a list, a frame or a file."
     if golds is None:
-        return _gold_frame(BUILTIN_GOLDS, "built-in golds")
+        return _gold_frame(BUILTIN_GOLDS, "built-in golds", timeout)
     if isinstance(golds, pd.DataFrame):
-        return _gold_frame(golds.to_dict("records"), "<frame>")
+        return _gold_frame(golds.to_dict("records"), "<frame>", timeout)
     if isinstance(golds, (str, Path)) and Path(golds).exists():
         p = Path(golds)
         with reading(p, "gold file"):  # binary, UTF-16, malformed CSV: one line naming the file
             rows = _gold_rows(p)
-        return _gold_frame(rows, str(p))
+        return _gold_frame(rows, str(p), timeout)
     if isinstance(golds, (str, Path)):
         raise VerifierAuditError(f"gold file {golds} does not exist; pass a .jsonl/.csv/.txt path or a list")
-    return _gold_frame([g if isinstance(g, Mapping) else {"gold": g} for g in golds], "<list>")
+    return _gold_frame([g if isinstance(g, Mapping) else {"gold": g} for g in golds], "<list>", timeout)
 
 
 def _gold_rows(p: Path) -> list:
@@ -818,9 +887,10 @@ def _strata(strata) -> tuple[str, ...]:
     return names
 
 
-def generate_variants(golds=None, strata="all", seed: int = 0, rules: Sequence[str] | None = None) -> pd.DataFrame:
+def generate_variants(golds=None, strata="all", seed: int = 0, rules: Sequence[str] | None = None,
+                      timeout: float | None = 5.0) -> pd.DataFrame:
     "Certified variants of the gold answers: one row per (gold, rule, shell) with answer and certificate."
-    g_frame = golds if isinstance(golds, pd.DataFrame) and "value" in golds else load_golds(golds)
+    g_frame = golds if isinstance(golds, pd.DataFrame) and "value" in golds else load_golds(golds, timeout)
     wanted = _strata(strata)
     chosen = list(RULES) if rules is None else list(rules)
     unknown = [r for r in chosen if r not in RULES]
@@ -833,14 +903,22 @@ def generate_variants(golds=None, strata="all", seed: int = 0, rules: Sequence[s
             if r.stratum not in wanted or g.kind not in r.kinds:
                 continue
             rng = np.random.default_rng([seed, sum(map(ord, g.gold_id + rid))])
-            for k, out in enumerate(r.fn(g, rng)):
-                base = dict(gold_id=g.gold_id, gold=g.gold, kind=g.kind, stratum=r.stratum, rule=rid)
+            base = dict(gold_id=g.gold_id, gold=g.gold, kind=g.kind, stratum=r.stratum, rule=rid)
+            try:
+                with _time_limit(timeout):
+                    outs = list(r.fn(g, rng))
+            except ParseTimeout as e:
+                dropped.append(dict(base, core="", reason=f"rule {rid} {e}"))
+                continue
+            for k, out in enumerate(outs):
                 if not r.content:
                     rows.append(dict(base, item=f"{g.gold_id}:{rid}:{k}", shell="rule", core="", answer=out,
                                      certified=True, certificate=f"rule:{rid} ({_RULE_CERT[r.stratum]})"))
                     continue
                 try:
-                    same, proof = certify(g.value, read_answer(out, _variant_kind(g.kind, rid)))
+                    with _time_limit(timeout):  # every parse and proof of a core runs under the time limit
+                        value = read_answer(out, _variant_kind(g.kind, rid))
+                        same, proof = certify(g.value, value)
                 except Exception as e:
                     same, proof = None, f"unreadable core {out!r}: {e}"
                 need = {"equivalent": True, "adversarial": False}.get(r.stratum)
@@ -849,7 +927,7 @@ def generate_variants(golds=None, strata="all", seed: int = 0, rules: Sequence[s
                     continue
                 cert = ("proved equal: " if same else "proved different: ") + proof
                 if r.stratum == "contract" and not same:
-                    cert += _relative_error(g.value, read_answer(out, _variant_kind(g.kind, rid)))
+                    cert += _relative_error(g.value, value)
                 for shell, tpl in SHELLS.items():
                     rows.append(dict(base, item=f"{g.gold_id}:{rid}:{k}:{shell}", shell=shell, core=out,
                                      answer=tpl.format(out), certified=True, certificate=cert))
@@ -1484,7 +1562,7 @@ def verifier_audit(verifiers=("math-verify-latex", "math-verify-expr", "string",
                    progress: bool = False) -> VerifierAuditResult:
     "Certified metamorphic audit: generate variants of the golds, run every verifier, report rates and disagreements."
     vs = resolve_verifiers(verifiers)
-    variants = generate_variants(golds, strata=strata, seed=seed, rules=rules)
+    variants = generate_variants(golds, strata=strata, seed=seed, rules=rules, timeout=timeout)
     if variants.empty:
         raise VerifierAuditError("no variants were generated; check the golds, `strata` and `rules` arguments")
     fed = {n: FedVerifier(v) if callable(getattr(v, "prepare", None)) else v for n, v in vs.items()}
