@@ -32,15 +32,15 @@ from . import stats as ra_stats
 from . import store as ra_store
 
 # %% auto #0
-__all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'EFFECT_FIELDS',
-           'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME', 'BELOW_CHANCE_NOTE',
-           'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key', 'make_conditions',
-           'pack_conditions', 'file_conditions', 'dropped_record', 'resolve_scorers', 'score_conditions',
-           'item_clusters', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json', 'calibration_json',
-           'item_lines', 'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
-           'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
-           'style_matrices', 'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable',
-           'below_chance', 'findings', 'findings_html']
+__all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'STEP_SCORE_COLUMNS',
+           'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME',
+           'BELOW_CHANCE_NOTE', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key',
+           'make_conditions', 'pack_conditions', 'file_conditions', 'dropped_record', 'resolve_scorers',
+           'score_conditions', 'item_clusters', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json',
+           'calibration_json', 'item_lines', 'write_summaries', 'AuditResult', 'package_versions', 'error_control',
+           'too_few_to_test', 'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table',
+           'truncation_warnings', 'style_matrices', 'rewardbench2_headline', 'recorded_reports', 'record_reports',
+           'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -123,7 +123,9 @@ def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
         # the ten built-ins and user-registered ones; model-backed variants only when named
         builtins = list(getattr(pt, "BUILTINS", reg))
         model_kind = getattr(pt, "ModelRewrite", ())
-        return builtins + [n for n, p in reg.items() if n not in builtins and not isinstance(p, model_kind)]
+        steps_only = getattr(pt, "STEP_PERTURBATIONS", ())  # SN, MX: added for step-annotated data (see `audit`)
+        return builtins + [n for n, p in reg.items() if n not in builtins and not isinstance(p, model_kind)
+                           and n not in steps_only]
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     folded = {n.lower(): n for n in reg}  # codes in any case: ef, Ef and EF are the same perturbation
@@ -460,6 +462,7 @@ def _counts(scorer) -> dict[str, int]:
 
 
 SCORE_COLUMNS = ("margin", "reward_chosen", "reward_rejected")
+STEP_SCORE_COLUMNS = ("step_scores_chosen", "step_scores_rejected")
 
 
 def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, Any], cache=None,
@@ -467,6 +470,7 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
     "Margins (and rewards, when the scorer gives them) of one scorer on `orig` and every condition → (items, counts)."
     from tqdm import tqdm
     cols = ["id", "subset", "prompt", "chosen", "rejected"] + (["history"] if "history" in original.columns else [])
+    cols += [c for c in ("chosen_steps", "rejected_steps") if c in original.columns]  # step-scored (PRM) solutions
     # model scorers tokenize the next condition's changed texts in the background while this one is scored
     prefetch = getattr(scorer, "prefetch", None) or (lambda frame, cache=None: 0)
     todo = [c.frame.loc[c.frame["changed"].to_numpy(bool), cols] for c in conditions.values()]
@@ -504,6 +508,13 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
         for c in keep:
             frame[f"{c}_before"] = before[c].to_numpy(float)
             frame[f"{c}_after"] = after[c].to_numpy(float)
+        for c in [c for c in STEP_SCORE_COLUMNS if c in base.columns]:  # a PRM's step scores, before and after
+            b = base[c].reindex(ids).tolist()
+            a = list(b)
+            if changed.any():
+                for k, v in zip(np.flatnonzero(changed), res[c].reindex(ids[changed]).tolist()):
+                    a[k] = v
+            frame[f"{c}_before"], frame[f"{c}_after"] = b, a
         rows.append(frame)
     _refuse_unscored(scorer, base, lacking)
     items = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
@@ -1260,6 +1271,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         conds = dict(conditions or {})
     clusters, clusters_by = item_clusters(original, group_by)   # the unit of independence of every test
     names = perturbation_names(perturbations) if perturbations is not None else []
+    if isinstance(perturbations, str) and perturbations.strip().lower() == "all" and "chosen_steps" in original.columns:
+        names += [n for n in ra_perturbations.STEP_PERTURBATIONS if n not in names]  # step solutions: SN and MX too
     scorer_objs = resolve_scorers(scorers)
     # refuse a folder holding another dataset's run before any write (overwrite clears it); `on_start` runs once
     # every input is checked, before the first write into `out`

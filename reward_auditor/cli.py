@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'MODEL_OPTIONS', 'RUN_FILE',
-           'EXECUTION_OPTIONS', 'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS', 'RESUME_THIS_COMMAND',
-           'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS', 'COMMANDS',
-           'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'make_rewriter',
+__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'PRM_OPTIONS', 'MODEL_OPTIONS',
+           'RUN_FILE', 'EXECUTION_OPTIONS', 'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS',
+           'RESUME_THIS_COMMAND', 'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS',
+           'COMMANDS', 'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'make_rewriter',
            'build_parser', 'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'subset_names', 'load_data',
            'cli_syntax', 'make_scorers', 'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit',
-           'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit',
-           'cmd_protocol', 'cmd_meta', 'cmd_calibration', 'cmd_models', 'cmd_compare', 'quiet_bars',
-           'unknown_arguments', 'warning_lines', 'main']
+           'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_cache',
+           'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_calibration',
+           'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -231,8 +231,10 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
-    group_weights=None, effect_ci="nct", overwrite=False, group_by=None,
-    perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None, semantic_check="on")
+    group_weights=None, effect_ci="nct", overwrite=False, group_by=None, step_separator=None, aggregate=None,
+    prm_threshold=None, perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None,
+    semantic_check="on")
+PRM_OPTIONS = ("step_separator", "aggregate", "prm_threshold")  # only with --kind prm
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
 EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_batches", "endpoint",
@@ -243,7 +245,7 @@ RESUME_TAKES = ("format", "drop_invalid", "limit", "mapping", "perturb_turns", "
                 "alpha", "scale", "multiplicity", "group_weights", "effect_ci", "margin", "family", "two_sided",
                 "preset", "device", "dtype", "batch_size", "max_batch_tokens", "max_length", "beta", "reduction",
                 "load_in", "report", "by", "group_by",
-                "semantic_check", "columns")
+                "semantic_check", "columns", "step_separator", "aggregate", "prm_threshold")
 RESUME_NEEDS_AGAIN = ("data", "conditions", "perturbations", "model", "scorer", "reference", "cache",
                       "trust_remote_code", "endpoint", "endpoint_model", "endpoint_tokenizer", "endpoint_api",
                       "api_key_env", "rewriter_model", "rewriter_url", "rewriter_name")  # never taken: given again
@@ -333,7 +335,16 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "from the config), dpo (a policy's implicit reward, with --reference), judge (a generative "
                         "pairwise judge), pairwise (a causal LM trained to pick A or B) or lm-reward (a causal LM whose "
                         "reward is a next-token logit, e.g. Nemotron-70B-Reward-HF; `reward-auditor models` lists the "
-                        "recognised families)")
+                        "recognised families), or prm (a process reward model scoring every step: TRL token "
+                        "classification, Qwen2.5-Math-PRM, Math-Shepherd)")
+    g.add_argument("--step-separator", default=S, metavar="TEXT",
+                   help="with --kind prm: the text after each step (default by layout: '\\n' for TRL token-"
+                        "classification PRMs, <extra_0> for Qwen2.5-Math-PRM, ки for Math-Shepherd)")
+    g.add_argument("--aggregate", choices=["min", "prod", "last", "mean"], default=S,
+                   help="with --kind prm: how step scores make a solution's reward (default min)")
+    g.add_argument("--prm-threshold", type=float, default=S, metavar="TAU",
+                   help="with --kind prm: the step-score threshold of the first-error metric (default: the "
+                        "F1-maximising one on the original solutions, then fixed)")
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
     g.add_argument("--dtype", default=S, help="float32, bfloat16, float16 (default: by device)")
     g.add_argument("--batch-size", type=_positive_int("batch size"), default=S,
@@ -839,6 +850,11 @@ def make_scorers(args: dict) -> list:
                            f"(models go to --model)", "--scorer")
         out.append(load_scorer(s, **({"name": name} if name else {})))
     kw = {k: args[k] for k in MODEL_OPTIONS if args.get(k) is not None}
+    prm_opts = {k: args[k] for k in PRM_OPTIONS if args.get(k) is not None}
+    if prm_opts and args.get("kind") != "prm":
+        raise CLIError(f"--{next(iter(prm_opts)).replace('_', '-')} applies to process reward models: add --kind prm",
+                       "--kind")
+    kw.update({k: v for k, v in prm_opts.items() if k != "prm_threshold"})
     if args.get("trust_remote_code"):
         kw["trust_remote_code"] = True
     for spec in args.get("model") or []:
@@ -971,15 +987,25 @@ def run_audit(args: dict, progress: bool = True) -> int:
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
                   preset=args["preset"], two_sided=args.get("two_sided"),
                   group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "nct"))  # every statistical setting is checked before anything is loaded
-    data = None
+    data, solutions = None, None
     if args.get("data"):
         from reward_auditor.safety import check_utf8, reading
         src = args["data"] if isinstance(args["data"], str) else ", ".join(map(str, args["data"]))
         with reading(src, "data file"):  # binary, UTF-16, corrupt, nested too deep: one line naming it
-            data = load_data(args["data"], format=args.get("format"),
-                             errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),
-                             seed=args["seed"], columns=args.get("columns"))
-        check_utf8(data, src)
+            if args.get("kind") == "prm":  # step-annotated solutions for the step-level audit (None: not step data)
+                solutions = load_step_solutions(args["data"], args.get("format"), bool(args.get("drop_invalid")))
+                if solutions is not None and args.get("limit"):  # the same seeded, subset-proportional sample
+                    solutions = limit_pairs(solutions, args["limit"], args["seed"])
+            try:
+                data = load_data(args["data"], format=args.get("format"),
+                                 errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),
+                                 seed=args["seed"], columns=args.get("columns"))
+            except Exception as e:
+                if solutions is None or "no preference pair" not in str(e):
+                    raise
+                data = None  # e.g. ProcessBench: one solution per problem, so only the step-level audit runs
+        if data is not None:
+            check_utf8(data, src)
         if args.get("by") == "turns":
             from reward_auditor.data import split_by_turns
             data = split_by_turns(data)
@@ -1005,6 +1031,14 @@ def run_audit(args: dict, progress: bool = True) -> int:
 
     def save_arguments():  # once every input is checked: a refused command leaves the folder as it was
         atomic_write(run_file(out, RUN_FILE), json.dumps(_absolute_paths(args), indent=2) + "\n")
+    if data is None and not conditions and solutions is not None:  # no pair to audit: the step-level audit alone
+        print(f"{PROG}: warning: {args['data']} has no problem with both a correct and a wrong solution, so no "
+              "preference pair: only the step-level PRM audit runs", file=sys.stderr)
+        save_arguments()
+        if not run_prm_step_audits(args, solutions, scorers, out, pert, progress):
+            raise CLIError("no preference pair and no process reward model to audit step by step: add --kind prm "
+                           "with a PRM", "--model")
+        return 0
     import warnings
     with warnings.catch_warnings():  # these come back once, from the manifest, after the run
         warnings.filterwarnings("ignore", message="perturbation .* skipped")
@@ -1023,6 +1057,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        errors="drop" if args.get("drop_invalid") else "raise",
                        perturb_options={"rewriter": rewriter} if rewriter is not None else None,
                        on_start=save_arguments)
+    if solutions is not None:
+        run_prm_step_audits(args, solutions, scorers, out, pert, progress)
     add_comparison(result, out)
     rendered = None
     if args.get("report", True):
@@ -1031,6 +1067,53 @@ def run_audit(args: dict, progress: bool = True) -> int:
         rendered = render(out, by="model" if by == "turns" else by)  # the report's own cells: no bar on the terminal
     _print_summary(result, out, rendered, time.perf_counter() - t0)
     return 0
+
+
+def load_step_solutions(paths, format: str | None = None, drop_invalid: bool = False):
+    "The step-annotated solutions of --data files (None when they are not step data); ids made unique across files."
+    import pandas as pd
+    from reward_auditor.data import DataError, load_solutions
+    from reward_auditor.steps import STEP_FORMATS
+    if format not in (None, *STEP_FORMATS):
+        return None
+    files, parts = data_files(paths), []
+    for f in files:
+        try:
+            part = load_solutions(f, format, errors="drop" if drop_invalid else "raise",
+                                  subset=Path(f).stem if len(files) > 1 else None)
+        except DataError as e:
+            if "is not step-annotated data" in str(e):
+                return None
+            raise
+        parts.append(part.assign(solution_id=Path(f).stem + ":" + part["solution_id"]) if len(files) > 1 else part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progress: bool) -> dict:
+    "The step-level audit of every PRM scorer on the solutions, saved to <out>/prm/<scorer name>/; prints a summary."
+    from reward_auditor.audit import perturbation_names
+    from reward_auditor.perturbations import STEP_PERTURBATIONS
+    from reward_auditor.prm_audit import prm_step_audit
+    names = perturbation_names(pert) if pert is not None else []
+    if isinstance(pert, str) and pert.strip().lower() == "all":
+        names += [n for n in STEP_PERTURBATIONS if n not in names]
+    cache = args.get("cache") or out / "scores.sqlite"
+    done = {}
+    for sc in scorers:
+        if not hasattr(sc, "score_solutions"):
+            continue
+        res = prm_step_audit(solutions, sc, names, seed=args["seed"], threshold=args.get("prm_threshold"),
+                             cache=cache, B=args["permutations"], out=out / "prm" / sc.name, progress=progress)
+        m = res.manifest
+        print(f"  {sc.name}: first-error F1 {m['f1_orig']:.3f} on {m['n_solutions']} solutions of {m['n_problems']} "
+              f"problems (threshold {m['threshold']:.4g}, aggregate {m['aggregate']})")
+        for r in res.summary[res.summary["subset"] == "all"].itertuples():
+            print(f"    {r.perturbation}: F1 {r.f1_before:.3f} -> {r.f1_after:.3f} ({r.n_worse} worse, {r.n_better} "
+                  f"better, p = {r.p_value:.3g})")
+        done[sc.name] = res
+    if done:
+        print(f"step-level PRM audit: {out / 'prm'}")
+    return done
 
 
 def _locked_run(args: dict, progress: bool) -> int:

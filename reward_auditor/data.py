@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from . import steps as ra_steps
 from .guards import InputTooLarge, read_gzip_capped
 
 # %% auto #0
@@ -29,8 +30,8 @@ __all__ = ['CANONICAL_COLUMNS', 'TEXT_COLUMNS', 'CONTAINERS', 'SCHEMAS', 'FORMAT
            'PROMPT_PERTURBATION_LABELS', 'RESPONSE_VARIANT_LABELS', 'PAPER_RESPONSE_LABELS', 'DataError', 'DataWarning',
            'validate', 'sample_path', 'load_sample', 'read_records', 'detect_format', 'history_of', 'history_key',
            'turn_counts', 'conversation_problems', 'split_by_turns', 'split_hh_turns', 'split_hh', 'load_preferences',
-           'rmbench_pair', 'rmbench_styles', 'rmbench_style_rewards', 'StyleMatrix', 'rmbench_style_matrix',
-           'load_perturbed']
+           'load_solutions', 'rmbench_pair', 'rmbench_styles', 'rmbench_style_rewards', 'StyleMatrix',
+           'rmbench_style_matrix', 'load_perturbed']
 
 # %% ../nbs/00_data.ipynb #bb5a1043
 class DataError(ValueError):
@@ -172,7 +173,7 @@ _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "
                ".parquet": "parquet", ".pq": "parquet"}
 CONTAINERS = ("jsonl", "json", "csv", "parquet")
 SCHEMAS = ("preferences", "rewardbench", "rmbench", "rewardbench2", "hh", "perturbed-prompt",
-           "perturbed-response", "trl", "messages", "sharegpt")
+           "perturbed-response", "trl", "messages", "sharegpt") + ra_steps.STEP_FORMATS
 FORMATS = CONTAINERS + SCHEMAS + ("hf",)
 
 
@@ -341,6 +342,7 @@ def detect_format(records: Sequence[Mapping] | pd.DataFrame) -> str:
     if isinstance(records, pd.DataFrame): records = records.head(1).to_dict("records")
     if not len(records): raise DataError("holds no rows", "<records>")
     r = records[0]
+    if (step_format := ra_steps.detect_step_format(r)) is not None: return step_format
     p, c, j = r.get("prompt"), r.get("chosen"), r.get("rejected")
     def msgs(v): return _is_list(v) and len(v) > 0 and isinstance(v[0], Mapping)
     if _is_list(r.get("conversations")): return "sharegpt"
@@ -784,6 +786,16 @@ def load_preferences(source: Any, format: str | None = None, *, columns: Mapping
                                    hint=f"columns found: {', '.join(map(str, records[0]))}")
         records = [{columns.get(k, k): v for k, v in r.items()} for r in records]
     schema = format if format in SCHEMAS else detect_format(records)
+    if schema in ra_steps.STEP_FORMATS:  # step-annotated solutions → pairs between solutions of one problem
+        solutions = _solutions_of(records, rows, label, name, schema, subset, errors)
+        frame = ra_steps.solution_pairs(solutions)
+        if not len(frame):
+            raise DataError("holds no problem with both a correct solution and one with a wrong step, so no "
+                            "preference pair", name, hint="load it with load_solutions for step-level metrics")
+        out = validate(frame, name, rows=list(range(1, len(frame) + 1)), row_label="pair", errors=errors)
+        out.attrs.update(format=schema, n_solutions=len(solutions),
+                         dropped_invalid={name: solutions.attrs.get("dropped_rows", 0)})
+        return out
     frame, rows = _BUILDERS[schema](records, rows, label, name, subset=subset, domain=domain,
                                     chosen_style=chosen_style, rejected_style=rejected_style)
     frame.attrs = {"format": schema, "source_columns": list(records[0])}
@@ -791,6 +803,39 @@ def load_preferences(source: Any, format: str | None = None, *, columns: Mapping
     out.attrs["format"] = schema
     out.attrs.pop("source_columns", None)  # only this file's check names them
     return out
+
+# %% ../nbs/00_data.ipynb #92b6374d
+def _solutions_of(records, rows, label, name, fmt, subset, errors) -> pd.DataFrame:
+    "Solutions of step rows; a broken row raises DataError (errors='raise') or is dropped with a warning and a count."
+    solutions, problems = ra_steps.parse_solutions(records, fmt, rows, subset)
+    if problems and errors == "raise":
+        b = problems[0]
+        raise DataError(b.problem, name, rows[b.index], b.field, label,
+                        (b.hint + "; " if b.hint else "") + "or skip invalid rows: errors='drop' in Python, "
+                        "--drop-invalid on the command line")
+    if problems:
+        b = problems[0]
+        warnings.warn(f"{name}: dropped {len(problems)} invalid row(s) of {len(records)}; first: {label} "
+                      f"{rows[b.index]}, field '{b.field}' {b.problem}", DataWarning, stacklevel=3)
+    if not len(solutions): raise DataError("holds no valid step-annotated solution", name)
+    solutions.attrs.update(format=fmt, source=name, dropped_rows=len(problems),
+                           dropped=[(rows[b.index], b.field, b.problem) for b in problems])
+    return solutions
+
+
+def load_solutions(source: Any, format: str | None = None, *, subset: str | None = None, split: str | None = None,
+                   config: str | None = None, errors: str = "raise") -> pd.DataFrame:
+    "Step-annotated solutions (TRL stepwise, ProcessBench, Math-Shepherd) from any source `load_preferences` reads."
+    if errors not in ("raise", "drop"): raise ValueError(f"errors must be 'raise' or 'drop', not {errors!r}")
+    if format is not None and format not in ra_steps.STEP_FORMATS + CONTAINERS + ("hf",):
+        raise ValueError(f"unknown step format {format!r}; use one of {', '.join(ra_steps.STEP_FORMATS)}")
+    records, rows, label, name = _records_from(source, format, split, config)
+    if not records: raise DataError("holds no rows", name)
+    fmt = format if format in ra_steps.STEP_FORMATS else ra_steps.detect_step_format(records[0])
+    if fmt is None:
+        raise DataError("is not step-annotated data", name, rows[0], hint="expected TRL stepwise (prompt, completions, "
+                        "labels), ProcessBench (problem, steps, label) or Math-Shepherd (input with ки tags, label)")
+    return _solutions_of(records, rows, label, name, fmt, subset, errors)
 
 # %% ../nbs/00_data.ipynb #1467da82
 def rmbench_pair(frame: pd.DataFrame, chosen_style: str = "concise", rejected_style: str | None = None) -> pd.DataFrame:

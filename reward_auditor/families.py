@@ -467,7 +467,8 @@ def registry_table() -> list[dict]:
     rows.append({"family": "pair-preference", "examples": ", ".join(PAIRWISE_EXAMPLES),
                  "matches": "any *ForCausalLM with --kind pairwise", "loads": "AutoModelForCausalLM",
                  "reads": "log-odds of 'A' vs 'B', both orders averaged", "needs": "--kind pairwise"})
-    return rows
+    from reward_auditor.prm import PRM_FAMILIES  # process reward models (step scores), beside the registry
+    return rows + [dict(r) for r in PRM_FAMILIES]
 
 # %% ../nbs/06a_families.ipynb #3c5887cd
 def _head_layers(shapes: dict, head: str) -> list[tuple[int, int, bool]]:
@@ -867,6 +868,9 @@ def load_model(spec: str, kind: str | None = None, **kw):
     "A FamilyScorer or PairPreferenceScorer for a model the registry knows; None to use the default path."
     if kind == "pairwise":
         return PairPreferenceScorer(spec, **kw)
+    from reward_auditor import prm  # process reward models: kind='prm', or a config that only a PRM has
+    if kind == "prm" or (kind is None and prm.prm_style_of(read_config(spec, kw.get("revision"))) is not None):
+        return prm.load_prm(spec, **kw)
     if kind in LM_KINDS:
         family = family_of(spec, kw.get("revision"), kind)
         if family is None:

@@ -30,18 +30,19 @@ __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS'
            'IMPERATIVES', 'CN_OPS', 'CN_PROBS', 'LEXNAMES', 'WORDNET_FILES', 'DEBIAN_WORDNET', 'NUMBER_WORDS',
            'SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'SEMANTIC_OFF', 'LE_OPENERS',
            'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS', 'BUILTINS', 'CANONICAL', 'RESPONSE_FILE_NAMES', 'RMBENCH_NAMES',
-           'PERTURBATION_LEGEND', 'OFFLINE_NOTE', 'item_rng', 'protected_spans', 'mask', 'Segmented', 'words',
-           'sentences', 'edit_size', 'Perturbation', 'FunctionPerturbation', 'Registry', 'register', 'core_instruction',
-           'emphasis_format', 'punctuation_sites', 'punctuation_habits', 'random_handle', 'irrelevant_username',
-           'random_link', 'irrelevant_weblink', 'typo', 'noise_candidates', 'character_noise', 'lexnames_text',
-           'build_wordnet_folder', 'wordnet_reader', 'nltk_data_dirs', 'WordNetLite', 'wordnet_lite',
-           'wordnet_resources', 'tagged_count', 'is_wordnet_mwe', 'st_protected', 'SentenceEmbedder', 'minilm_folder',
-           'minilm_id', 'sentence_embedder', 'semantic_embeddings', 'plain_text', 'semantic_key', 'semantic_filter',
-           'synonym_candidates', 'synonym_transformation', 'SynonymTransformation', 'prose_sentences',
-           'length_template', 'is_structured', 'structure', 'structured_presentation', 'unstructure', 'DataSizedMemo',
-           'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces', 'ModelRewrite', 'Condition',
-           'perturb', 'condition_from_frame', 'conditions_from_file', 'legend_frame', 'legend_text',
-           'PerturbationError', 'MissingResourceError', 'cache_dir']
+           'PERTURBATION_LEGEND', 'OFFLINE_NOTE', 'STEP_PERTURBATIONS', 'SN_STYLES', 'item_rng', 'protected_spans',
+           'mask', 'Segmented', 'words', 'sentences', 'edit_size', 'Perturbation', 'FunctionPerturbation', 'Registry',
+           'register', 'core_instruction', 'emphasis_format', 'punctuation_sites', 'punctuation_habits',
+           'random_handle', 'irrelevant_username', 'random_link', 'irrelevant_weblink', 'typo', 'noise_candidates',
+           'character_noise', 'lexnames_text', 'build_wordnet_folder', 'wordnet_reader', 'nltk_data_dirs',
+           'WordNetLite', 'wordnet_lite', 'wordnet_resources', 'tagged_count', 'is_wordnet_mwe', 'st_protected',
+           'SentenceEmbedder', 'minilm_folder', 'minilm_id', 'sentence_embedder', 'semantic_embeddings', 'plain_text',
+           'semantic_key', 'semantic_filter', 'synonym_candidates', 'synonym_transformation', 'SynonymTransformation',
+           'prose_sentences', 'length_template', 'is_structured', 'structure', 'structured_presentation', 'unstructure',
+           'DataSizedMemo', 'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces',
+           'ModelRewrite', 'Condition', 'perturb', 'condition_from_frame', 'conditions_from_file', 'legend_frame',
+           'legend_text', 'perturb_steps', 'step_marker', 'StepNumbering', 'math_variant', 'PerturbationError',
+           'MissingResourceError', 'cache_dir']
 
 # %% ../nbs/03_perturbations.ipynb #b6b818ac
 from .guards import unpack_zip_once
@@ -1487,7 +1488,8 @@ def _jsonable(v):
 def _resolve(names) -> list[str]:
     "Perturbation names to run, checked against the registry."
     if names == "all":
-        extra = [n for n, p in registry.items() if n not in BUILTINS and not isinstance(p, ModelRewrite)]
+        extra = [n for n, p in registry.items() if n not in BUILTINS and not isinstance(p, ModelRewrite)
+                 and n not in STEP_PERTURBATIONS]  # SN, MX: asked for by name (or by the step audit)
         return list(BUILTINS) + extra
     names = [names] if isinstance(names, str) else list(names)
     unknown = [n for n in names if n not in registry]
@@ -1536,7 +1538,11 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, tur
         for f in (("prompt",) if p.side == "prompt" else ("chosen", "rejected")):
             rngs = [item_rng(seed, name, p.version, i, f) for i in ids]
             before = df[f].tolist()
-            after = p.apply_many(before, rngs, **kw)
+            stepped = p.side == "response" and f"{f}_steps" in df.columns  # step-annotated solutions: step by step
+            if stepped:
+                after, new[f"{f}_steps"] = perturb_steps(p, seed, ids, f, df[f"{f}_steps"].tolist(), kw)
+            else:
+                after = p.apply_many(before, rngs, **kw)
             if len(after) != len(before) or not all(isinstance(x, str) for x in after):
                 raise PerturbationError(f"{name} must return one string per input text")
             if name in SEMANTIC_THRESHOLDS and not semantic_check:
@@ -1545,6 +1551,9 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, tur
                 after, checked = semantic_filter(name, before, after)
                 for k2, v2 in checked.items():
                     sem[k2] = sem.get(k2, 0) + v2 if isinstance(v2, int) else v2
+                if stepped:  # an undone rewrite undoes its steps too
+                    new[f"{f}_steps"] = [list(o) if a == b else n for a, b, o, n in
+                                         zip(after, before, df[f"{f}_steps"], new[f"{f}_steps"])]
             new[f] = after
             changed |= np.array([a != b for a, b in zip(before, after)])
             size += np.array([edit_size(a, b) for a, b in zip(before, after)], dtype=int)
@@ -1702,3 +1711,103 @@ def legend_text(width: int = 110) -> str:
                                subsequent_indent="      ")
     lines += textwrap.wrap(OFFLINE_NOTE, width)
     return "\n".join(lines)
+
+# %% ../nbs/03_perturbations.ipynb #a7e10ae6
+STEP_PERTURBATIONS = ("SN", "MX")
+
+
+def perturb_steps(p: Perturbation, seed: int, ids: Sequence[str], field: str, steps: Sequence[Sequence[str]],
+                  kw: dict) -> tuple[list[str], list[list[str]]]:
+    "Each solution's steps perturbed one by one (or as a whole by a step perturbation) → (joined texts, step lists)."
+    from reward_auditor.steps import STEP_JOIN
+    flat, where, rngs = [], [], []
+    out_steps: list[list[str]] = []
+    for i, (item, st) in enumerate(zip(ids, steps)):
+        st = [str(x) for x in st]
+        if hasattr(p, "apply_steps"):
+            new = p.apply_steps(st, item_rng(seed, p.name, p.version, item, f"{field}_steps"), **kw)
+            if len(new) != len(st):
+                raise PerturbationError(f"{p.name} changed the number of steps of item {item!r} ({len(st)} → {len(new)})")
+            out_steps.append([str(x) for x in new])
+            continue
+        out_steps.append(st)
+        for k, x in enumerate(st):
+            flat.append(x)
+            where.append((i, k))
+            rngs.append(item_rng(seed, p.name, p.version, item, f"{field}_steps", k))
+    if flat:
+        after = p.apply_many(flat, rngs, **kw)
+        if len(after) != len(flat) or not all(isinstance(x, str) for x in after):
+            raise PerturbationError(f"{p.name} must return one string per step")
+        out_steps = [list(s) for s in out_steps]
+        for (i, k), a in zip(where, after):
+            out_steps[i][k] = a
+    return [STEP_JOIN.join(s) for s in out_steps], out_steps
+
+
+_STEP_MARKER = re.compile(r"^(\s*)(?:\*\*Step\s*\d+[.:]?\*\*|Step\s*\d+\s*[:.)]|\(\d+\)|\d+[.)]|[-*•])[ \t]*")
+SN_STYLES = ("Step {k}: ", "{k}. ", "({k}) ", "- ", "**Step {k}.** ")
+
+
+def step_marker(step: str) -> tuple[str, str]:
+    "(marker, body) of a step: a leading 'Step k:', 'k.', '(k)', bullet or bold step label, and the rest."
+    m = _STEP_MARKER.match(step)
+    return (step[:m.end()], step[m.end():]) if m else ("", step)
+
+
+class StepNumbering(Perturbation):
+    "SN: one seeded marker style per solution (`Step k:`, `k.`, `(k)`, `- `, `**Step k.**`) in place of any marker."
+    def __init__(self):
+        super().__init__("SN", "response", "stylized", "1", {"rate": 1.0},
+                         "step numbering: one seeded marker style per solution replaces the steps' own markers")
+
+    def apply_steps(self, steps: Sequence[str], rng: np.random.Generator, rate: float = 1.0) -> list[str]:
+        _check_rate("SN", rate)
+        if _skip_item(rate, rng):
+            return list(steps)
+        parts = [step_marker(s) for s in steps]
+        styles = [s for s in SN_STYLES if not all(m.strip() == s.format(k=k + 1).strip() for k, (m, _) in enumerate(parts))]
+        style = styles[int(rng.integers(len(styles)))]
+        return [style.format(k=k + 1) + body for k, (_, body) in enumerate(parts)]
+
+    def apply(self, text, rng, **params):
+        return self.apply_steps([text], rng, **params)[0]
+
+
+_MATH_SPAN = re.compile(r"(?s)\$\$(.+?)\$\$|\\\[(.+?)\\\]|(?<![\\$])\$(?!\$)([^$\n]+?)\$|\\\((.+?)\\\)")
+_BARE_EQ = re.compile(r"(?<![\w.$\\])(\d+(?:\.\d+)?(?:\s*[-+*/×÷]\s*\d+(?:\.\d+)?)+\s*=\s*\d+(?:\.\d+)?)(?![\w.]*\$)(?!\.\d)")
+_OP = re.compile(r"(?<=[\w})\]])\s*([+=]|(?<!\\)-)\s*(?=[\w\\({\[])")
+
+
+def _respace(body: str, rng: np.random.Generator) -> str:
+    "Spaces (and sometimes a thin space \\,) around binary + − = in a math body; digits are never split."
+    style = int(rng.integers(3))
+    sep = [(" ", " "), ("", ""), (" ", r"\, ")][style]
+    return _OP.sub(lambda m: sep[0] + m.group(1) + sep[1], body)
+
+
+def math_variant(text: str, rng: np.random.Generator, rate: float = 1.0) -> str:
+    "MX on one text: delimiters swapped, spacing changed, \\frac → \\dfrac, bare equations put in math mode."
+    _check_rate("MX", rate)
+    if _skip_item(rate, rng):
+        return text
+
+    def span(m):
+        disp, inline = m.group(1) or m.group(2), m.group(3) or m.group(4)
+        body = disp if disp is not None else inline
+        new = _respace(body, rng)
+        if rng.random() < 0.5:
+            new = re.sub(r"\\frac(?=[{\d])", r"\\dfrac", new)
+        if disp is not None:
+            return (r"\[" + new + r"\]") if m.group(1) is not None else ("$$" + new + "$$")
+        return (r"\(" + new + r"\)") if m.group(3) is not None else ("$" + new + "$")
+
+    out = _MATH_SPAN.sub(span, text)
+    if out == text:  # no LaTeX: put bare equations inside math delimiters
+        out = _BARE_EQ.sub(lambda m: ("$" + m.group(1) + "$") if rng.random() < 0.5 else (r"\(" + m.group(1) + r"\)"), text)
+    return out
+
+
+register(math_variant, name="MX", side="response", group="stylized", rate=1.0,
+         description="math spacing and delimiters: certified-equivalent LaTeX variants of each step's expressions")
+register(StepNumbering())

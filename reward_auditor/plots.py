@@ -20,7 +20,7 @@ from .tables import plain_text
 # %% auto #0
 __all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_radar',
            'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation',
-           'pairwise_matrices', 'rank_intervals', 'reliability_diagram', 'margin_histogram']
+           'pairwise_matrices', 'rank_intervals', 'reliability_diagram', 'margin_histogram', 'step_score_strips']
 
 # %% ../nbs/08_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -410,3 +410,35 @@ def margin_histogram(histogram: pd.DataFrame, model: str, conditions: Sequence[s
     ax.set_title(f"{plain_text(model)}: margins", fontsize=10)
     ax.figure.tight_layout()
     return _finish(ax.figure, owned)
+
+# %% ../nbs/08_plots.ipynb #dada9e67
+def step_score_strips(panels: Sequence[Mapping], threshold: float | None = None, ncols: int = 3):
+    "Panels of step scores before/after (keys: title, before, after, first_error); None when there is nothing to draw."
+    panels = list(panels)
+    if not panels:
+        return None
+    plt = _plt()
+    ncols = max(1, min(ncols, len(panels)))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 2.3 * nrows), squeeze=False)
+    for ax, p in zip(axes.flat, panels):
+        b, a = np.asarray(p["before"], float), np.asarray(p["after"], float)
+        x = np.arange(1, len(b) + 1)
+        ax.plot(x, b, "o-", color="0.55", lw=1.2, ms=4, label="before")
+        ax.plot(x[:len(a)], a, "o-", color="#c0392b", lw=1.2, ms=4, label="after")
+        if threshold is not None:
+            ax.axhline(threshold, color="0.3", ls="--", lw=0.8)
+        e = int(p.get("first_error", -1))
+        if 0 <= e < len(b):
+            ax.plot([e + 1], [b[e]], "x", color="black", ms=8, mew=1.5)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xticks(x)
+        ax.set_title(str(p.get("title", ""))[:40], fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7, frameon=False)
+    fig.supxlabel("step", fontsize=8)
+    fig.supylabel("step score", fontsize=8)
+    fig.tight_layout()
+    return _finish(fig)

@@ -25,14 +25,15 @@ from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, findings, find
 from . import plots
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'esc', 'show', 'show_html',
-           'header_html', 'warnings_html', 'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html',
-           'below_chance_html', 'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html',
-           'top_degraded_html', 'control_notes', 'subset_heterogeneity', 'calibration_section', 'show_calibration',
-           'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport',
-           'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic', 'load_diagnostic',
-           'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html', 'comparison_figures', 'figure_html',
-           'comparison_page']
+__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'PRM_TABLE_COLUMNS', 'ReportError', 'esc', 'show',
+           'show_html', 'header_html', 'warnings_html', 'legend_html', 'truncation_html', 'changes_html',
+           'style_matrix_html', 'below_chance_html', 'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded',
+           'history_html', 'top_degraded_html', 'control_notes', 'subset_heterogeneity', 'calibration_section',
+           'show_calibration', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path',
+           'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
+           'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
+           'comparison_figures', 'figure_html', 'comparison_page', 'prm_results', 'prm_worst', 'prm_section_html',
+           'prm_section']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -861,3 +862,59 @@ def comparison_page(cmp) -> str:
              f"<h2>Accuracy differences</h2>{fmt(cmp.accuracy)}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Model comparison</title></head>"
             f"<body><h1>Model comparison</h1>{body}</body></html>")
+
+# %% ../nbs/09_report.ipynb #0c377213
+def prm_results(run_dir: str | Path) -> dict:
+    "The step-level PRM audits saved in a run folder: {scorer name: PRMAuditResult} (empty when none)."
+    from reward_auditor.prm_audit import PRM_FILES, PRMAuditResult
+    root = Path(run_dir) / "prm"
+    if not root.is_dir():
+        return {}
+    return {d.name: PRMAuditResult.load(d) for d in sorted(root.iterdir())
+            if d.is_dir() and all((d / f).exists() for f in PRM_FILES)}
+
+
+def prm_worst(res, k: int = 6) -> list[dict]:
+    "Strip panels of the k (solution, perturbation) rows of changed solutions whose reward fell most."
+    st = res.steps
+    orig = st[st["perturbation"] == "orig"].set_index("solution_id")
+    after = st[(st["perturbation"] != "orig") & st["changed"].astype(bool)].copy()
+    if not len(after):
+        return []
+    after["drop"] = orig.loc[after["solution_id"], "reward"].to_numpy(float) - after["reward"].to_numpy(float)
+    top = after.sort_values(["drop", "solution_id", "perturbation"], ascending=[False, True, True]).head(k)
+    return [{"title": f"{r.solution_id} under {r.perturbation}", "before": list(orig.loc[r.solution_id, "step_scores"]),
+             "after": list(r.step_scores), "first_error": int(r.first_error)} for r in top.itertuples()]
+
+
+PRM_TABLE_COLUMNS = {"subset": "subset", "perturbation": "perturbation", "n_changed": "changed",
+                     "acc_error_before": "acc. erroneous before",
+                     "acc_error_after": "after", "acc_correct_before": "acc. correct before",
+                     "acc_correct_after": "after ", "f1_before": "F1 before", "f1_after": "F1 after",
+                     "n_worse": "worse", "n_better": "better", "p_value": "p (paired, exact when small)"}
+
+
+def prm_section_html(res, name: str) -> str:
+    "The first-error table and best-of-n of one PRM's step-level audit, escaped HTML."
+    m = res.manifest
+    head = (f"<h3>{esc(name)}</h3><p>{m['n_solutions']} solutions of {m['n_problems']} problems; aggregate "
+            f"<b>{esc(m.get('aggregate'))}</b>; threshold τ = {m['threshold']:.4g} ({esc(m['threshold_source'])}); "
+            f"first-error F1 on the originals {m['f1_orig']:.3f} (erroneous {m['acc_error_orig']:.3f}, correct "
+            f"{m['acc_correct_orig']:.3f}). Test: {esc(m['test'])}.</p>")
+    tab = res.summary[list(PRM_TABLE_COLUMNS)].rename(columns=PRM_TABLE_COLUMNS)
+    bon = res.best_of_n.pivot_table(index="n", columns="perturbation", values="prm", sort=False).reset_index()
+    skipped = "".join(f"<li>{esc(k)}: {esc(v)}</li>" for k, v in (m.get("skipped_perturbations") or {}).items())
+    return (head + frame_html(tab) + "<p>Best-of-n with the PRM (expected share of correct picks, exact over "
+            "n-subsets; column orig = before any perturbation):</p>" + frame_html(bon)
+            + (f"<p>Skipped:</p><ul>{skipped}</ul>" if skipped else ""))
+
+
+def prm_section(run_dir: str | Path, k: int = 6) -> None:
+    "Display the PRM section of a run folder (tables and step-score strips), or a note when it has no PRM."
+    runs = prm_results(run_dir)
+    if not runs:
+        show_html("<p><i>No process reward model was audited step by step in this run.</i></p>")
+        return
+    for name, res in runs.items():
+        show_html(prm_section_html(res, name))
+        show(plots.step_score_strips(prm_worst(res, k), threshold=res.manifest["threshold"]))

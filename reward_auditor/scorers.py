@@ -75,9 +75,9 @@ def load_scorer(spec, kind: str | None = None, **kw) -> Scorer:
         return PrecomputedScorer(path, **kw)
     if kind == "precomputed":
         raise ScorerError(f"score file {path} does not exist")
-    if kind is not None and kind not in MODEL_KINDS and kind not in ("pairwise", "lm-reward"):
+    if kind is not None and kind not in MODEL_KINDS and kind not in ("pairwise", "lm-reward", "prm"):
         raise ScorerError(f"unknown scorer kind {kind!r}; use one of "
-                          f"{sorted([*MODEL_KINDS, *CONTROLS, 'callable', 'precomputed', 'pairwise', 'lm-reward'])}")
+                          f"{sorted([*MODEL_KINDS, *CONTROLS, 'callable', 'precomputed', 'pairwise', 'lm-reward', 'prm'])}")
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ScorerError(folder_hint(path) or f"{path} is a folder but not a model: it has no config.json "

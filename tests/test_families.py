@@ -18,8 +18,9 @@ from reward_auditor import families as F  # noqa: E402
 from reward_auditor.scorers import ScorerError, load_scorer  # noqa: E402
 
 # every family the registry lists is built and checked here; test_cli_lists_exactly_the_tested_families pins that
+# (the process reward models' families are built and checked in test_prm.py)
 TESTED = sorted([*REMOTE_FAMILIES, *HEAD_FAMILIES, *OWN_PATH_FAMILIES, "sequence-classifier", "pairrm",
-                 "pair-preference"])
+                 "pair-preference", "prm-token-classification", "qwen2.5-math-prm", "math-shepherd"])
 
 # RLHFlow's published context template for its pair-preference model (a data format, used here as the reference)
 RLHFLOW_PLAIN_TEMPLATE = ("\n{% for message in messages %}{% if loop.index0 % 2 == 0 %}\n\n<turn> user\n "

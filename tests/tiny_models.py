@@ -480,3 +480,74 @@ def tiny_family(path: str | Path, family: str, seed: int = 0, **tok_kw) -> Path:
         if p.name not in (modfile, spec[5] if len(spec) > 5 else None):
             p.unlink()
     return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tiny process reward models, one per step layout of `reward_auditor.prm`, saved as a hub repository carries them.
+
+_QWEN2_PRM = '''import torch
+from torch import nn
+from transformers import Qwen2Model, Qwen2PreTrainedModel
+
+
+class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
+    "Qwen2 backbone + a two-layer head giving two logits (wrong, right) per token; output[0] is (batch, length, 2)."
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = Qwen2Model(config)
+        self.score = nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(),
+                                   nn.Linear(config.hidden_size, 2))
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kw):
+        h = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+        return (self.score(h),)
+'''
+
+PRM_STYLES = ("token-classification", "qwen-prm", "math-shepherd")
+
+
+def tiny_prm(path: str | Path, style: str = "token-classification", seed: int = 0, **tok_kw) -> Path:
+    "Save a tiny process reward model of one style (see `reward_auditor.prm`) with its tokenizer to `path`."
+    import importlib.util
+    import sys
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tok = tiny_tokenizer(None, **tok_kw)
+    if style == "token-classification":
+        from transformers import LlamaForTokenClassification
+        tok.save_pretrained(str(path))
+        cfg = _config("llama", len(tok), tok, num_labels=2)
+        _init(LlamaForTokenClassification(cfg), seed).save_pretrained(str(path))
+        return path
+    if style == "math-shepherd":
+        from transformers import LlamaForCausalLM
+        tok.add_tokens(["ки"])
+        tok.save_pretrained(str(path))
+        cfg = _config("llama", len(tok), tok)
+        _init(LlamaForCausalLM(cfg), seed).save_pretrained(str(path))
+        return path
+    if style != "qwen-prm":
+        raise ValueError(f"unknown PRM style {style!r}: use one of {PRM_STYLES}")
+    tok.add_tokens(["<extra_0>"], special_tokens=True)
+    tok.save_pretrained(str(path))
+    (path / "modeling_qwen2_prm.py").write_text(_QWEN2_PRM)
+    pkg = f"_tiny_prm_{abs(hash(str(path)))}"
+    init = path / "__init__.py"
+    init.write_text("")
+    spec_ = importlib.util.spec_from_file_location(pkg, init, submodule_search_locations=[str(path)])
+    mod = importlib.util.module_from_spec(spec_)
+    sys.modules[pkg] = mod
+    spec_.loader.exec_module(mod)
+    import importlib
+    code = importlib.import_module(f"{pkg}.modeling_qwen2_prm")
+    init.unlink()
+    cfg = _config("qwen2", len(tok), tok)
+    _init(code.Qwen2ForProcessRewardModel(cfg), seed).save_pretrained(str(path))
+    _write_config(path, {"architectures": ["Qwen2ForProcessRewardModel"],
+                         "auto_map": {"AutoModel": "modeling_qwen2_prm.Qwen2ForProcessRewardModel"}})
+    for p in path.glob("*.py"):
+        if p.name != "modeling_qwen2_prm.py":
+            p.unlink()
+    return path

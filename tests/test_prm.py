@@ -1,0 +1,380 @@
+"""Process reward models: step data (TRL stepwise, ProcessBench, Math-Shepherd), the three step layouts against a hand
+computation with transformers, step-preserving perturbations, the first-error metric and best-of-n against brute
+force, and a TRL stepwise file audited end to end from the command line."""
+import contextlib
+import io
+import itertools
+import json
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from tiny_models import PRM_STYLES, tiny_prm  # noqa: E402
+
+from reward_auditor import perturbations as P  # noqa: E402
+from reward_auditor.cache import ScoreCache  # noqa: E402
+from reward_auditor.data import DataError, load_preferences, load_solutions  # noqa: E402
+from reward_auditor.prm import QWEN_PRM_SYSTEM, PRMScorer, solution_reward  # noqa: E402
+from reward_auditor.prm_audit import (best_of_n_table, choose_threshold, correctness_test,  # noqa: E402
+                                      first_error_metrics, prm_step_audit)
+from reward_auditor.scorers import ScorerError, load_scorer  # noqa: E402
+from reward_auditor.steps import parse_solutions, solution_pairs  # noqa: E402
+
+PROMPT = "What is 12 + 30, divided by 7?"
+STEPS = ["12 + 30 = 42.", "Then 42 / 7 = 6.", "The answer is $\\frac{42}{7} = 6$."]
+
+
+def trl_rows(n_problems: int = 4) -> list[dict]:
+    "TRL stepwise rows: per problem a correct solution, one wrong from step 2, one wrong from step 1."
+    rows = []
+    for k in range(n_problems):
+        a, b = 2 + k, 3 + k
+        q = f"What is {a} + {b} * 2?"
+        rows += [{"prompt": q, "completions": [f"{b} * 2 = {2 * b}.", f"{a} + {2 * b} = {a + 2 * b}.",
+                                               f"The answer is ${a + 2 * b}$."], "labels": [True, True, True]},
+                 {"prompt": q, "completions": [f"Step 1: {b} * 2 = {2 * b}.", f"Step 2: {a} + {2 * b} = {a + 2 * b + 1}."],
+                  "labels": [True, False]},
+                 {"prompt": q, "completions": [f"{a} + {b} = {a + b}.", f"{a + b} * 2 = {2 * (a + b)}."],
+                  "labels": [False, False]}]
+    return rows
+
+
+def write_jsonl(path, rows):
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def prms(tmp_path_factory):
+    root = tmp_path_factory.mktemp("prms")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {s: tiny_prm(root / s, s, seed=i) for i, s in enumerate(PRM_STYLES)}
+
+
+# ---------------------------------------------------------------------------------------------------- step scores
+def _hand(style, folder, prompt, steps):
+    "Step scores of one solution computed directly with transformers, no padding, the layout written out by hand."
+    import transformers
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    with torch.no_grad():
+        if style == "token-classification":
+            m = transformers.AutoModelForTokenClassification.from_pretrained(str(folder)).eval()
+            ids, ends = [tok.bos_token_id] + tok(prompt, add_special_tokens=False)["input_ids"], []
+            for s in steps:
+                ids += tok(s, add_special_tokens=False)["input_ids"] + tok("\n", add_special_tokens=False)["input_ids"]
+                ends.append(len(ids) - 1)
+            return torch.softmax(m(torch.tensor([ids])).logits[0, ends], -1)[:, 1].tolist()
+        if style == "qwen-prm":
+            m = transformers.AutoModel.from_pretrained(str(folder), trust_remote_code=True).eval()
+            text = tok.apply_chat_template([{"role": "system", "content": QWEN_PRM_SYSTEM},
+                                            {"role": "user", "content": prompt},
+                                            {"role": "assistant", "content": "<extra_0>".join(steps) + "<extra_0>"}],
+                                           tokenize=False)
+            ids = tok(text, add_special_tokens=False)["input_ids"]
+            probs = torch.softmax(m(torch.tensor([ids]))[0][0], -1)
+            mark = tok.convert_tokens_to_ids("<extra_0>")
+            return [probs[i, 1].item() for i, t in enumerate(ids) if t == mark]
+        m = transformers.AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+        ids = tok(prompt + " " + "\n".join(f"{s} ки" for s in steps))["input_ids"]
+        lg = m(torch.tensor([ids])).logits[0]
+        plus, minus = (tok(t, add_special_tokens=False)["input_ids"][-1] for t in ("+", "-"))
+        tag = tok.convert_tokens_to_ids("ки")
+        return [torch.softmax(lg[i, [plus, minus]], -1)[0].item() for i, t in enumerate(ids) if t == tag]
+
+
+@pytest.mark.parametrize("style", PRM_STYLES)
+def test_step_scores_equal_a_hand_computation(prms, style):
+    sc = load_scorer(str(prms[style]), kind="prm", trust_remote_code=style == "qwen-prm")
+    assert isinstance(sc, PRMScorer) and sc.style == style
+    hand = _hand(style, prms[style], PROMPT, STEPS)
+    assert len(hand) == len(STEPS)
+    np.testing.assert_allclose(sc.step_scores(PROMPT, STEPS), hand, atol=1e-5)
+    # padded batches of solutions of different lengths give the same step scores as one at a time
+    other = ["2 + 2 = 4."]
+    got = sc.score_solutions([PROMPT, "What is 2 + 2?"], [STEPS, other], progress=False)
+    np.testing.assert_allclose(got[0], hand, atol=1e-5)
+    np.testing.assert_allclose(got[1], _hand(style, prms[style], "What is 2 + 2?", other), atol=1e-5)
+
+
+def test_remote_code_prm_needs_trust_and_is_found_from_its_config(prms):
+    with pytest.raises(ScorerError, match=r"modeling_qwen2_prm\.py.*trust_remote_code=True"):
+        load_scorer(str(prms["qwen-prm"]), kind="prm")
+    with pytest.raises(ScorerError, match="trust_remote_code=True"):  # no kind: the config alone says PRM
+        load_scorer(str(prms["qwen-prm"]))
+    assert load_scorer(str(prms["token-classification"])).kind == "prm"  # a token classifier is a PRM
+
+
+def test_aggregates_cache_and_manifest_settings(prms):
+    folder = str(prms["token-classification"])
+    pairs = pd.DataFrame({"id": ["a"], "prompt": [PROMPT], "chosen": ["\n".join(STEPS)], "rejected": ["x\ny"],
+                          "chosen_steps": [STEPS], "rejected_steps": [["12 + 30 = 52.", "So 52."]]})
+    store = ScoreCache()
+    scores = {}
+    for how in ("min", "prod", "last", "mean"):
+        sc = load_scorer(folder, kind="prm", aggregate=how)
+        res = sc.score_pairs(pairs, cache=store, progress=False)
+        steps = list(res["step_scores_chosen"][0])
+        expect = {"min": min(steps), "prod": float(np.prod(steps)), "last": steps[-1], "mean": float(np.mean(steps))}[how]
+        assert np.isclose(res["reward_chosen"][0], np.log(expect / (1 - expect)))
+        assert sc.settings()["aggregate"] == how
+        scores[how] = sc.fingerprint
+    assert len(set(scores.values())) == 1  # the cache holds step scores: one fingerprint for every aggregate
+    assert store.count(scores["min"]) == 3 + 2  # one entry per step
+    assert sc.last_counts == {"computed": 0, "cached": 2}
+    with pytest.raises(ScorerError, match="unknown aggregate"):
+        load_scorer(folder, kind="prm", aggregate="max")
+    assert solution_reward([0.5, 0.25], "prod", "prob") == 0.125
+
+
+# ------------------------------------------------------------------------------------------------------ step data
+def test_three_formats_read_as_solutions_and_pairs(tmp_path):
+    trl = write_jsonl(tmp_path / "trl.jsonl", trl_rows(2))
+    pb = write_jsonl(tmp_path / "pb.jsonl", [
+        {"id": "p-1", "problem": "What is 2 + 2?", "steps": ["2 + 2 = 4.", "So 4."], "label": -1},
+        {"id": "p-2", "problem": "What is 2 + 2?", "steps": ["2 + 2 = 5.", "So 5."], "label": 0},
+        {"id": "p-3", "problem": "What is 3 + 3?", "steps": ["3 + 3 = 6.", "6 * 1 = 7.", "So 7."], "label": 1}])
+    ms = write_jsonl(tmp_path / "ms.jsonl", [
+        {"input": "What is 2 + 2? Step 1: 2 + 2 = 4. ки\nStep 2: So 4. ки",
+         "label": "What is 2 + 2? Step 1: 2 + 2 = 4. +\nStep 2: So 4. +"},
+        {"input": "What is 2 + 2? Step 1: 2 + 2 = 5. ки\nStep 2: So 5. ки",
+         "label": "What is 2 + 2? Step 1: 2 + 2 = 5. -\nStep 2: So 5. -"}])
+    s = load_solutions(trl)
+    assert len(s) == 6 and s["group_id"].nunique() == 2 and s["first_error"].tolist() == [-1, 1, 0] * 2
+    p = load_preferences(trl)
+    assert p.attrs["format"] == "stepwise" and len(p) == 4 and p["group_id"].nunique() == 2
+    assert all(len(c) == len(lab) for c, lab in zip(p["chosen_steps"], p["chosen_labels"]))
+    pbs = load_solutions(pb)
+    assert pbs["labels"].tolist() == [[1, 1], [0, -1], [1, 0, -1]] and pbs["first_error"].tolist() == [-1, 0, 1]
+    assert len(load_preferences(pb)) == 1  # only the 2 + 2 problem has a correct and a wrong solution
+    mss = load_solutions(ms)
+    assert mss["steps"][0] == ["Step 1: 2 + 2 = 4.", "Step 2: So 4."] and mss["labels"].tolist() == [[1, 1], [0, 0]]
+    # the same problem in all three files shares one group id
+    assert pbs["group_id"][0] == mss["group_id"][0]
+
+
+@pytest.mark.parametrize("row,field,what", [
+    ({"prompt": "q?", "completions": ["a", "b"], "labels": [True]}, "labels", "has 1 labels for 2 steps"),
+    ({"prompt": "q?", "completions": [], "labels": []}, "completions", "has no steps"),
+    ({"prompt": "q?", "completions": ["a", " "], "labels": [True, True]}, "completions[1]", "is an empty step"),
+    ({"prompt": "q?", "completions": ["a"], "labels": ["maybe"]}, "labels[0]", "is not true/false"),
+    ({"problem": "q?", "steps": ["a", "b"], "label": 2}, "label", "outside -1..1"),
+    ({"input": "q? Step 1: a ки", "label": "q? Step 1: a ?"}, "label", "does not match 'input'"),
+])
+def test_a_broken_row_exits_2_naming_file_row_and_field(tmp_path, row, field, what):
+    from reward_auditor.cli import main
+    good = trl_rows(1) if "completions" in row else (
+        [{"problem": "q?", "steps": ["a"], "label": -1}] if "steps" in row else
+        [{"input": "q? Step 1: a ки", "label": "q? Step 1: a +"}])
+    f = write_jsonl(tmp_path / "bad.jsonl", good + [row])
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["audit", "--data", str(f), "--scorer", "length", "--out", str(tmp_path / "o"), "-q",
+                     "--no-report"]) == 2
+    line = err.getvalue().strip()
+    assert line.count("\n") == 0 and str(f) in line and f"line {len(good) + 1}" in line
+    assert f"field '{field}'" in line and what in line
+
+
+def test_drop_invalid_skips_and_counts(tmp_path):
+    f = write_jsonl(tmp_path / "trl.jsonl", trl_rows(2) + [{"prompt": "q?", "completions": ["a"], "labels": []}])
+    with pytest.raises(DataError, match="line 7"):
+        load_preferences(f)
+    with pytest.warns(UserWarning, match="dropped 1 invalid row"):
+        p = load_preferences(f, errors="drop")
+    assert p.attrs["dropped_invalid"] == {str(f): 1} and len(p) == 4
+    with pytest.warns(UserWarning):
+        assert len(load_solutions(f, errors="drop")) == 6
+
+
+def test_pairs_are_every_correct_over_every_wrong_solution_of_a_problem():
+    rng = np.random.default_rng(1)
+    rows = [{"prompt": f"q{rng.integers(3)}?", "completions": ["a", "b"], "labels": [bool(x) for x in rng.random(2) < 0.6]}
+            for _ in range(30)]
+    sols, _ = parse_solutions(rows)
+    pairs = solution_pairs(sols)
+    brute = sum(1 for a, b in itertools.permutations(range(len(sols)), 2)
+                if sols.group_id[a] == sols.group_id[b] and sols.first_error[a] < 0 <= sols.first_error[b])
+    assert len(pairs) == brute and pairs["id"].is_unique
+
+
+# --------------------------------------------------------------------------------------------------- perturbations
+def test_per_step_perturbations_keep_step_count_and_protected_spans():
+    p = load_preferences(trl_rows(3))
+    names = ["SN", "MX", "SP", "LE", "PH", "CN"] + (["ST"] if P.wordnet_lite() is not None else [])
+    conds = P.perturb(p, names, seed=3)
+    for name, c in conds.items():
+        for side in ("chosen", "rejected"):
+            for before, after, text in zip(p[f"{side}_steps"], c.frame[f"{side}_steps"], c.frame[side]):
+                assert len(after) == len(before), name
+                assert text == "\n".join(after)
+                if name in ("MX", "SN") or P.registry[name].side == "prompt":
+                    continue
+                for b, a in zip(before, after):
+                    assert all(b[i:j] in a for i, j in P.protected_spans(b)), (name, b, a)
+        if P.registry[name].side == "prompt":
+            assert c.frame["chosen_steps"].tolist() == p["chosen_steps"].tolist()
+    sn = conds["SN"].frame
+    assert [[P.step_marker(s)[1] for s in x] for x in sn["chosen_steps"]] == \
+        [[P.step_marker(s)[1] for s in x] for x in p["chosen_steps"]]
+    assert conds["MX"].n_changed > 0 and conds["SN"].n_changed == len(p)
+
+
+def _math_normal(text: str) -> str:
+    "A normal form under the certified MX rewrites: delimiters, spaces, \\, and \\dfrac undone."
+    t = re.sub(r"\\[()\[\]]|\$", "", text).replace("\\dfrac", "\\frac").replace("\\,", "")
+    return re.sub(r"\s+", "", t)
+
+
+def test_mx_variants_are_certified_equivalent():
+    from reward_auditor.verifiers import read_expr
+    texts = ["So $x^2-1=0$ and $\\frac{1}{2}+\\frac{3}{4}$.", "Then $$2a+3b=7$$ holds.", "We get 12 + 30 = 42 now.",
+             "Half is \\(\\frac{42}{2} = 21\\)."]
+    for k in range(20):
+        for t in texts:
+            v = P.math_variant(t, np.random.default_rng(k))
+            assert _math_normal(v) == _math_normal(t), (t, v)
+    # the verifier audit's parser reads a rewritten expression as the same one
+    v = P.math_variant("$\\frac{1}{2}+\\frac{3}{4}$", np.random.default_rng(0))
+    body = re.sub(r"^\\\(|\\\)$|^\$|\$$", "", v)
+    assert read_expr(body) == read_expr("\\frac{1}{2}+\\frac{3}{4}")
+    assert "SN" not in P._resolve("all")
+
+
+# ------------------------------------------------------------------------------------------------ step diagnostics
+def _brute_f1(truth, scores, tau):
+    "First-error F1 written from the definition, step by step."
+    right_err = right_ok = n_err = n_ok = 0
+    for e, s in zip(truth, scores):
+        pred = -1
+        for k, x in enumerate(s):
+            if x < tau:
+                pred = k
+                break
+        if e < 0:
+            n_ok += 1
+            right_ok += pred == -1
+        else:
+            n_err += 1
+            right_err += pred == e
+    a, b = right_err / n_err, right_ok / n_ok
+    return 0.0 if a + b == 0 else 2 * a * b / (a + b)
+
+
+def test_first_error_f1_and_threshold_equal_brute_force():
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        n = int(rng.integers(3, 12))
+        scores = [list(np.round(rng.random(int(rng.integers(1, 6))), 2)) for _ in range(n)]
+        truth = [int(rng.integers(-1, len(s))) for s in scores]
+        if all(t < 0 for t in truth) or all(t >= 0 for t in truth):
+            continue
+        grid = sorted({0.0, 1.0, 1.5, *[x for s in scores for x in s], *[x + 0.005 for s in scores for x in s]})
+        best = max(_brute_f1(truth, scores, t) for t in grid)
+        tau = choose_threshold(truth, scores)
+        assert abs(_brute_f1(truth, scores, tau) - best) < 1e-12
+        for t in grid[::5]:
+            assert abs(first_error_metrics(truth, scores, t)["f1"] - _brute_f1(truth, scores, t)) < 1e-12
+
+
+def test_correctness_test_is_exact_mcnemar_and_flips_per_problem():
+    from scipy.stats import binomtest
+    before = [1] * 7 + [0] * 3 + [1] * 4
+    after = [0] * 7 + [1] * 3 + [1] * 4
+    t = correctness_test(before, after)
+    assert t["exact"] and abs(t["p_value"] - binomtest(7, 10, 0.5).pvalue) < 1e-12
+    # clusters: per-problem sums, exact enumeration over problems
+    g = list("aabbccdd")
+    b, a = [1, 1, 1, 0, 1, 1, 0, 1], [0, 0, 1, 1, 0, 1, 0, 0]
+    sums = pd.Series(np.subtract(b, a)).groupby(g).sum().to_numpy()
+    tot = sum(abs(sum(s * x for s, x in zip(signs, sums))) >= abs(sums.sum()) - 1e-12
+              for signs in itertools.product((1, -1), repeat=len(sums)))
+    assert correctness_test(b, a, g)["p_value"] == tot / 2 ** len(sums)
+
+
+def test_best_of_n_equals_subset_enumeration():
+    rng = np.random.default_rng(3)
+    groups = np.repeat(["a", "b", "c"], [4, 5, 3])
+    correct = rng.random(12) < 0.5
+    reward = np.round(rng.random(12), 1)  # ties on purpose
+    tab = best_of_n_table(groups, correct, reward, ns=[1, 2, 3]).set_index("n")
+    for n in (1, 2, 3):
+        vals = []
+        for g in "abc":
+            idx = np.flatnonzero(groups == g)
+            picks = []
+            for sub in itertools.combinations(idx, n):
+                top = max(reward[list(sub)])
+                picks.append(np.mean([correct[i] for i in sub if reward[i] == top]))
+            vals.append(np.mean(picks))
+        assert abs(tab.loc[n, "prm"] - np.mean(vals)) < 1e-12
+
+
+def test_step_audit_reports_a_fixed_threshold(prms):
+    sols, _ = parse_solutions(trl_rows(3))
+    sc = load_scorer(str(prms["token-classification"]), kind="prm")
+    res = prm_step_audit(sols, sc, ["SN"], threshold=0.5, B=999)
+    assert res.manifest["threshold"] == 0.5 and res.manifest["threshold_source"] == "given"
+    after = res.steps[res.steps.perturbation == "SN"]
+    assert np.isclose(first_error_metrics(after.first_error, after.step_scores, 0.5)["f1"], res.summary.f1_after[0])
+    assert all(len(a) == len(b) for a, b in zip(after.step_scores, sols.steps))
+
+
+# ---------------------------------------------------------------------------------------------------------- CLI
+def test_trl_stepwise_file_audited_end_to_end_from_the_cli(prms, tmp_path):
+    from reward_auditor.cli import main
+    f = write_jsonl(tmp_path / "trl.jsonl", trl_rows(4) + [{"prompt": "q?", "completions": ["a"], "labels": []}])
+    out = tmp_path / "run"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rc = main(["audit", "--data", str(f), "--model", f"prm={prms['token-classification']}", "--kind", "prm",
+                   "--aggregate", "prod", "--perturbations", "SN,MX,PH", "-B", "199", "--out", str(out), "-q",
+                   "--no-report", "--drop-invalid"])
+    assert rc == 0, buf.getvalue()
+    items = pd.read_parquet(out / "items.parquet")
+    assert {"step_scores_chosen_before", "step_scores_chosen_after"} <= set(items.columns)
+    mf = json.loads((out / "manifest.json").read_text())
+    assert mf["models"]["prm"]["settings"]["aggregate"] == "prod" and mf["models"]["prm"]["kind"] == "prm"
+    assert set(mf["perturbations"]) == {"SN", "MX", "PH"}
+    assert mf["data"]["dropped_invalid"] == {str(f): 1} and mf["data"]["n_items"] == 8  # 4 problems × 2 pairs
+    prm = json.loads((out / "prm" / "prm" / "prm.json").read_text())
+    assert prm["aggregate"] == "prod" and prm["n_solutions"] == 12 and prm["perturbations"] == ["SN", "MX", "PH"]
+    assert "first-error F1" in buf.getvalue()
+    # the per-pair step scores in items.parquet are the scorer's own
+    r = items[(items.perturbation == "SN")].iloc[0]
+    assert len(r["step_scores_chosen_before"]) == len(r["step_scores_chosen_after"])
+
+
+def test_processbench_file_without_pairs_runs_the_step_audit_alone(prms, tmp_path):
+    from reward_auditor.cli import main
+    f = write_jsonl(tmp_path / "pb.jsonl", [
+        {"id": f"p{k}", "problem": f"What is {k} + {k}?", "steps": [f"{k} + {k} = {2 * k + (k % 2)}.", "Done."],
+         "label": 0 if k % 2 else -1} for k in range(6)])
+    err, buf = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(buf):
+        rc = main(["audit", "--data", str(f), "--model", str(prms["token-classification"]), "--kind", "prm",
+                   "--perturbations", "SN", "--out", str(tmp_path / "run"), "-q"])
+    assert rc == 0, err.getvalue()
+    assert "only the step-level PRM audit runs" in err.getvalue()
+    assert (tmp_path / "run" / "prm" / "token-classification" / "prm_summary.parquet").exists()
+
+
+def test_prm_options_need_kind_prm_and_models_lists_prm_families(tmp_path):
+    from reward_auditor.cli import main
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["audit", "--data", "sample", "--scorer", "length", "--aggregate", "min",
+                     "--out", str(tmp_path / "o")]) == 2
+    assert "--kind prm" in err.getvalue()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["models", "--json"]) == 0
+    fams = {r["family"] for r in json.loads(buf.getvalue())}
+    assert {"prm-token-classification", "qwen2.5-math-prm", "math-shepherd"} <= fams
