@@ -793,8 +793,8 @@ def load_preferences(source: Any, format: str | None = None, *, columns: Mapping
             raise DataError("holds no problem with both a correct solution and one with a wrong step, so no "
                             "preference pair", name, hint="load it with load_solutions for step-level metrics")
         out = validate(frame, name, rows=list(range(1, len(frame) + 1)), row_label="pair", errors=errors)
-        out.attrs.update(format=schema, n_solutions=len(solutions),
-                         dropped_invalid={name: solutions.attrs.get("dropped_rows", 0)})
+        out.attrs.update(format=schema, n_solutions=len(solutions),  # rows dropped are solution rows of the file
+                         dropped=solutions.attrs.get("dropped") or out.attrs.get("dropped", []))
         return out
     frame, rows = _BUILDERS[schema](records, rows, label, name, subset=subset, domain=domain,
                                     chosen_style=chosen_style, rejected_style=rejected_style)

@@ -188,7 +188,9 @@ def test_drop_invalid_skips_and_counts(tmp_path):
         load_preferences(f)
     with pytest.warns(UserWarning, match="dropped 1 invalid row"):
         p = load_preferences(f, errors="drop")
-    assert p.attrs["dropped_invalid"] == {str(f): 1} and len(p) == 4
+    from reward_auditor.audit import dropped_record
+    assert dropped_record(p) == {"count": 1, "first_row": 7, "field": p.attrs["dropped"][0][1],
+                                 "problem": p.attrs["dropped"][0][2]} and len(p) == 4
     with pytest.warns(UserWarning):
         assert len(load_solutions(f, errors="drop")) == 6
 
@@ -343,7 +345,8 @@ def test_trl_stepwise_file_audited_end_to_end_from_the_cli(prms, tmp_path):
     mf = json.loads((out / "manifest.json").read_text())
     assert mf["models"]["prm"]["settings"]["aggregate"] == "prod" and mf["models"]["prm"]["kind"] == "prm"
     assert set(mf["perturbations"]) == {"SN", "MX", "PH"}
-    assert mf["data"]["dropped_invalid"] == {str(f): 1} and mf["data"]["n_items"] == 8  # 4 problems × 2 pairs
+    assert mf["data"]["dropped_invalid"][str(f)]["count"] == 1 and mf["data"]["n_items"] == 8  # 4 problems × 2 pairs
+    assert mf["data"]["dropped_invalid"][str(f)]["first_row"] == 13  # the line of the broken solution
     prm = json.loads((out / "prm" / "prm" / "prm.json").read_text())
     assert prm["aggregate"] == "prod" and prm["n_solutions"] == 12 and prm["perturbations"] == ["SN", "MX", "PH"]
     assert "first-error F1" in buf.getvalue()
