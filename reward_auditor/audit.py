@@ -707,6 +707,8 @@ def item_lines(items: pd.DataFrame) -> pd.DataFrame:
     keys = ["model", "subset", "id"]
     side = lambda when: {f"reward_chosen_{when}": "reward_chosen", f"reward_rejected_{when}": "reward_rejected",
                          f"margin_{when}": "margin"}
+    # a judge gives a margin but no reward per answer: those fields are null
+    items = items.reindex(columns=list(dict.fromkeys([*items.columns, *side("before"), *side("after")])))
     orig = items.drop_duplicates(keys)[keys + list(side("before"))].rename(columns=side("before"))
     orig.insert(3, "condition", "orig")
     orig.insert(4, "changed", False)

@@ -530,10 +530,15 @@ def _metrics(m: np.ndarray, W: np.ndarray, clusters, *, n_bins: int, level: floa
 def _family(pairs: pd.DataFrame, after: pd.DataFrame, changed: pd.DataFrame, *, n_bins: int, n_boot: int, level: float, B: int,
             seed: int, model: str, subset: str) -> tuple[list[dict], list[pd.DataFrame]]:
     "All conditions of one model × subset → (table rows, reliability frames)."
+    # a condition under which no pair could be scored (every answer too long, say) is left out, not the pairs
+    scored = [n for n in after.columns if np.isfinite(after[n].to_numpy(float)).any()]
+    after, changed = after[scored], changed[scored]
     names = list(after.columns)
     M = np.column_stack([pairs["margin"].to_numpy(float), after.to_numpy(float)]) if names else \
         pairs["margin"].to_numpy(float)[:, None]
     ok = np.isfinite(M).all(axis=1)
+    if not ok.any():  # no pair scored under every condition: nothing to calibrate here
+        return [], []
     M, P = M[ok], pairs[ok]
     clusters = P["cluster"].to_numpy()
     G = len(set(clusters))

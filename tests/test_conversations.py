@@ -155,7 +155,8 @@ def test_rm_sees_exactly_the_chat_template(models):
 def test_dpo_masks_exactly_the_answer(models):
     import torch
     from transformers import AutoModelForCausalLM
-    from reward_auditor.scorers import DPOScorer, _response_start
+    from reward_auditor.scorers import DPOScorer
+    from reward_auditor.scorer_kinds import _response_start
     dpo = DPOScorer(models["lm"], reference=models["ref"], beta=0.1)
     frame, hist = three_turn_frame()
     tok = dpo.tokenizer

@@ -19,8 +19,10 @@ from reward_auditor.scorers import ScorerError, load_scorer  # noqa: E402
 
 # every family the registry lists is built and checked here; test_cli_lists_exactly_the_tested_families pins that
 # (the process reward models' families are built and checked in test_prm.py)
+PRM_FAMILIES = ("prm-token-classification", "qwen2.5-math-prm", "math-shepherd")  # built in test_prm.py
 TESTED = sorted([*REMOTE_FAMILIES, *HEAD_FAMILIES, *OWN_PATH_FAMILIES, "sequence-classifier", "pairrm",
-                 "pair-preference", "prm-token-classification", "qwen2.5-math-prm", "math-shepherd"])
+                 "pair-preference", *PRM_FAMILIES])
+BUILT_HERE = [f for f in TESTED if f not in PRM_FAMILIES]
 
 # RLHFlow's published context template for its pair-preference model (a data format, used here as the reference)
 RLHFLOW_PLAIN_TEMPLATE = ("\n{% for message in messages %}{% if loop.index0 % 2 == 0 %}\n\n<turn> user\n "
@@ -40,7 +42,7 @@ def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("families")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {f: tiny_family(root / f, f, seed=i) for i, f in enumerate(TESTED)}
+        return {f: tiny_family(root / f, f, seed=i) for i, f in enumerate(BUILT_HERE)}
 
 
 def _messages(prompt, response):
@@ -108,7 +110,7 @@ def _score(folder, **kw):
         return sc, sc.score_pairs(FRAME, progress=False)
 
 
-@pytest.mark.parametrize("name", [f for f in TESTED if f not in ("pair-preference",)])
+@pytest.mark.parametrize("name", [f for f in BUILT_HERE if f not in ("pair-preference",)])
 def test_family_recognised_from_config_and_weights(folders, name):
     kind = "lm-reward" if name == "nemotron-reward" else None
     assert F.family_of(str(folders[name]), kind=kind).name == name

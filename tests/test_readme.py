@@ -23,6 +23,10 @@ NOT_HERE = {
     "verifier-audit": "about a minute of verifier calls; tests/test_cli.py runs a quick form",
     "report runs/skywork-chat": "renders the Skywork run above",
     "reward-auditor demo": "the full demo (all perturbations, 10,000 draws); tests/test_cli.py runs it end to end",
+    "--rewriter-url": "needs a rewriting LLM behind an endpoint; tests/test_store.py round-trips a pack",
+    "chat-pack.parquet": "audits the pack that the rewriting LLM above writes",
+    "--kind prm": "needs a process reward model's weights and step data; tests/test_prm.py runs a tiny one",
+    "runs/model-a": "compares two runs of real reward models; tests/test_compare.py runs the command",
 }
 
 
