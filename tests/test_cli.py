@@ -280,7 +280,7 @@ def test_drop_invalid_skips_bad_rows(tmp_path):
     r = cli("audit", "--data", path, "--scorer", "length", "--perturbations", "EF,LE", "-B", "200",
             "--out", tmp_path / "run", "--no-report", "--drop-invalid", "-q")
     assert r.returncode == 0, r.stderr
-    assert "dropped 2" in r.stderr
+    assert "2 invalid item(s)" in r.stderr and r.stderr.count("warning") == 1  # one line, the manifest's count
     items = pd.read_parquet(tmp_path / "run" / "items.parquet")
     assert items["id"].nunique() == 10 and rows[3]["id"] not in set(items["id"])
 
