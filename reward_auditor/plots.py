@@ -18,9 +18,10 @@ import pandas as pd
 from .tables import plain_text
 
 # %% auto #0
-__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_radar',
-           'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation',
-           'pairwise_matrices', 'rank_intervals', 'reliability_diagram', 'margin_histogram', 'step_score_strips']
+__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'DELTA_ZERO', 'DELTA_COLOURS', 'perturbation_order', 'risk_matrix', 'risk_styler',
+           'radar', 'meta_radar', 'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap',
+           'meta_evaluation', 'pairwise_matrices', 'rank_intervals', 'reliability_diagram', 'margin_histogram',
+           'step_score_strips']
 
 # %% ../nbs/08_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -190,9 +191,15 @@ def meta_radar(ms: pd.DataFrame, by: str = "subset", size: float = 3.4):
     return _finish(fig)
 
 # %% ../nbs/08_plots.ipynb #e244b289
+DELTA_ZERO = "changed, ΔM = 0"
+# red: the text changed and the confidence moved; purple: the text changed but ΔM is exactly 0 (e.g. a scorer that
+# never reads the changed side); blue: the perturbation left the item as it was (ΔM = 0 by construction)
+DELTA_COLOURS = {"changed": "#d62728", DELTA_ZERO: "#9467bd", "unchanged": "#1f77b4"}
+
+
 def delta_distributions(items: pd.DataFrame, model: str | None = None, subset: str | None = None,
                         value: str = "delta", ax=None):
-    "Box + strip plot (seaborn) of the per-item confidence drop for each perturbation (one model, optionally one subset)."
+    "Box + strip plot (seaborn) of the per-item confidence drop per perturbation (one model, optionally one subset); points coloured by `DELTA_COLOURS`."
     plt = _plt()
     import seaborn as sns
     it = items if model is None else items[items["model"] == model]
@@ -203,21 +210,22 @@ def delta_distributions(items: pd.DataFrame, model: str | None = None, subset: s
     if owned:
         fig, ax = plt.subplots(figsize=(max(5.0, 0.65 * len(names) + 1.5), 3.4))
     ch = it["changed"].to_numpy(bool) if "changed" in it else np.ones(len(it), bool)
-    d = pd.DataFrame({"perturbation": it["perturbation"].map(plain_text).to_numpy(),
-                      value: it[value].to_numpy(float), "item": np.where(ch, "changed", "unchanged")})
+    v = it[value].to_numpy(float)
+    d = pd.DataFrame({"perturbation": it["perturbation"].map(plain_text).to_numpy(), value: v,
+                      "item": np.where(~ch, "unchanged", np.where(v == 0, DELTA_ZERO, "changed"))})
     d = d[np.isfinite(d[value])]
+    kinds = [k for k in DELTA_COLOURS if k in set(d["item"])]
     order = [plain_text(n) for n in names]
     sns.boxplot(data=d, x="perturbation", y=value, order=order, width=0.55, showfliers=False, fill=False,
                 color="black", linewidth=1, ax=ax)
+    ax.axhline(0, color="grey", lw=0.8, ls="--", zorder=1)  # under the points: an unchanged item sits on it
     state = np.random.get_state()  # seaborn jitters with the global generator: seed it, then put it back
     np.random.seed(0)
     try:
-        sns.stripplot(data=d, x="perturbation", y=value, order=order, hue="item", hue_order=["changed", "unchanged"],
-                      palette={"changed": "#d62728", "unchanged": "#999999"}, size=2.6, alpha=0.6, jitter=0.18,
-                      ax=ax, zorder=3)
+        sns.stripplot(data=d, x="perturbation", y=value, order=order, hue="item", hue_order=kinds,
+                      palette=DELTA_COLOURS, size=3.0, alpha=0.85, jitter=0.18, ax=ax, zorder=3)
     finally:
         np.random.set_state(state)
-    ax.axhline(0, color="grey", lw=0.8, ls="--")
     ax.set_xlabel("")
     ax.set_ylabel("ΔM = M − M′ (positive: confidence fell)")
     if ax.get_legend() is not None:
@@ -297,8 +305,8 @@ def meta_evaluation(sums: Mapping[str, pd.DataFrame], size: tuple[float, float] 
         ax.set_ylabel("")
         ax.axhline(0, color="grey", lw=0.6)
     axes[0].set_ylim(0, 1)
-    axes[0].get_legend().remove()
-    axes[1].legend(fontsize=8, frameon=False)
+    for ax in axes:  # each chart carries its own legend: it may be read, cut out or shown alone
+        ax.legend(fontsize=8, frameon=False, title="run", title_fontsize=8)
     fig.tight_layout()
     return _finish(fig)
 
@@ -346,14 +354,16 @@ def rank_intervals(ranks: pd.DataFrame, title: str = ""):
     k = len(r)
     fig, ax = plt.subplots(figsize=(6.0, 0.32 * k + 1.0))
     y = np.arange(k)
-    ax.hlines(y, r["rank_low"], r["rank_high"], color="#4c72b0", lw=5, alpha=0.5)
-    ax.plot(r["rank"], y, "o", color="#1f3b70")
+    ax.hlines(y, r["rank_low"], r["rank_high"], color="#4c72b0", lw=5, alpha=0.5, label="simultaneous rank interval")
+    ax.plot(r["rank"], y, "o", color="#1f3b70", label="rank")
     for yi, row in zip(y, r.itertuples(index=False)):
         ax.text(max(row.rank_high, row.rank) + 0.3, yi, f"{row.accuracy:.3f} {row.group}", va="center", fontsize=7)
     ax.set_yticks(y, [plain_text(m) for m in r["model"]], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0.5, k + 2.5)
     ax.set_xlabel("accuracy rank (bar: simultaneous interval)")
+    ax.legend(fontsize=7, frameon=False, loc="lower right", title="beside: accuracy, letters (shared: not different)",
+              title_fontsize=7)
     if title:
         ax.set_title(plain_text(title), fontsize=10)
     fig.tight_layout()

@@ -61,6 +61,7 @@ def test_subset_and_compare_reports(run_dir, tmp_path):
     page = cmp.html.read_text()
     _assert_safe(page, texts_shown=False)
     assert "Meta-evaluation" in page and "data:image/png;base64" in page
+    assert len(re.findall(r"<h1[ >]", page)) == 1, re.findall(r"<h1[^>]*>[^<]*", page)  # one title
     assert cmp.html.parent == tmp_path / "cmp"
 
 
@@ -143,3 +144,35 @@ def test_risk_table_keeps_one_subset_order_with_below_chance_markers():
     labels = _risk_rows(page)
     assert "math (below chance)" in labels and "chat (below chance)" in labels
     _assert_one_subset_order(labels, len(subs))
+
+
+def test_delta_strip_tells_unchanged_and_zero_change_apart():
+    "Unchanged items get a colour of their own (not the zero line's grey), and a changed item with ΔM = 0 a third one."
+    import matplotlib.colors as mc
+    import pandas as pd
+    from reward_auditor import plots
+    items = pd.DataFrame({"model": "A", "subset": "s", "perturbation": "EF", "changed": [True] * 4 + [False] * 2,
+                          "delta": [0.1, -0.2, 0.0, 0.0, 0.0, 0.0]})
+    ax = plots.delta_distributions(items, "A").axes[0]
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["changed", "changed, ΔM = 0", "unchanged"]
+    colours = [mc.to_rgb(h.get_markerfacecolor()) for h in legend.legend_handles]
+    assert len(set(colours)) == 3
+    zero = [ln for ln in ax.lines if ln.get_linestyle() == "--"][0]
+    unchanged = colours[2]
+    assert max(unchanged) - min(unchanged) > 0.3 and unchanged != mc.to_rgb(zero.get_color())  # a colour, not grey
+    assert zero.get_zorder() < min(c.get_zorder() for c in ax.collections)  # the points sit on top of the line
+
+
+def test_comparison_charts_each_carry_a_legend():
+    import numpy as np
+    import pandas as pd
+    from reward_auditor import plots
+    sums = {run: pd.DataFrame({"share_significant": [0.5, 0.2], "sum_effect": [1.0, 0.3]}, index=["EF", "LC"])
+            for run in ("run-1", "run-2")}
+    fig = plots.meta_evaluation(sums)
+    assert [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes] == [["run-1", "run-2"]] * 2
+    fig = plots.rank_intervals(pd.DataFrame({"model": ["a", "b"], "accuracy": [0.9, 0.7], "rank": [1, 2],
+                                             "rank_low": [1, 1], "rank_high": [2, 2], "group": ["a", "a"]}))
+    assert fig.axes[0].get_legend() is not None
+    assert np.isfinite(fig.axes[0].get_xlim()).all()
