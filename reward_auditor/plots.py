@@ -81,9 +81,21 @@ def _shade(e: float, sig: bool, vmax: float) -> str:
             f"color: {'white' if a > 0.6 else 'black'}; font-weight: 600")
 
 
+def _accuracy_cells(table: pd.DataFrame, rows: Sequence[str], index: pd.Index, accuracy: str,
+                    letters: str | None) -> list[str]:
+    "Per row of the risk table: the accuracy to three places, and the row's significance letters beside it when given."
+    first = table.groupby(list(rows), sort=False)[[accuracy] + ([letters] if letters else [])].first().reindex(index)
+    lab = first[letters] if letters else pd.Series("", index=first.index)
+    return ["" if pd.isna(a) else f"{a:.3f}" + (f" {g}" if isinstance(g, str) and g else "")
+            for a, g in zip(first[accuracy], lab)]
+
+
 def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: str = "effect_size",
-                caption: str | None = None):
-    "A pandas Styler of the risk table: effect size + stars per cell, shaded by significance and magnitude."
+                caption: str | None = None, accuracy: str | None = None, letters: str | None = None):
+    """A pandas Styler of the risk table: effect size + stars per cell, shaded by significance and magnitude.
+
+    `accuracy` names a column (e.g. `accuracy_before`) drawn first, `letters` a column of significance letters
+    drawn beside it (models sharing a letter are not distinguishable; see `compare`)."""
     up = (table["verdict"] == "IMPROVES").to_numpy() if "verdict" in table else np.zeros(len(table), bool)
     if up.any():  # a significant improvement (two-sided audit): shaded blue, stars from its own adjusted p
         table = table.copy()
@@ -104,6 +116,10 @@ def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: st
     css = pd.DataFrame([[_shade(eff.iat[i, j], bool(sig.iat[i, j]) if pd.notna(sig.iat[i, j]) else False, vmax)
                          for j in range(eff.shape[1])] for i in range(eff.shape[0])],
                        index=eff.index, columns=eff.columns)
+    if accuracy is not None:  # the accuracy on the original pairs first, its letters beside it
+        key = ("original", "accuracy")
+        text.insert(0, key, _accuracy_cells(table, rows, text.index, accuracy, letters))
+        css.insert(0, key, "color: black")
     st = text.style.apply(lambda _: css, axis=None)
     st = st.format(escape="html").format_index(escape="html", axis=0).format_index(escape="html", axis=1)
     st = st.set_table_styles([

@@ -25,15 +25,15 @@ from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, findings, find
 from . import plots
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'PRM_TABLE_COLUMNS', 'ReportError', 'esc', 'show',
-           'show_html', 'header_html', 'warnings_html', 'legend_html', 'truncation_html', 'changes_html',
+__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'RISK_CAPTION', 'PRM_TABLE_COLUMNS', 'ReportError',
+           'esc', 'show', 'show_html', 'header_html', 'warnings_html', 'legend_html', 'truncation_html', 'changes_html',
            'style_matrix_html', 'below_chance_html', 'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded',
            'history_html', 'top_degraded_html', 'control_notes', 'subset_heterogeneity', 'calibration_section',
            'show_calibration', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path',
            'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
            'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
-           'comparison_figures', 'figure_html', 'comparison_page', 'prm_results', 'prm_worst', 'prm_section_html',
-           'prm_section']
+           'comparison_figures', 'figure_html', 'comparison_page', 'risk_letters', 'risk_table_html', 'control_models',
+           'counted_html', 'prm_results', 'prm_worst', 'prm_section_html', 'prm_section']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -862,6 +862,45 @@ def comparison_page(cmp) -> str:
              f"<h2>Accuracy differences</h2>{fmt(cmp.accuracy)}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Model comparison</title></head>"
             f"<body><h1>Model comparison</h1>{body}</body></html>")
+
+# %% ../nbs/09_report.ipynb #460ba692
+RISK_CAPTION = "accuracy on the original pairs (letters: models sharing one are not distinguishable); effect size d_z with adjusted-p stars"
+
+
+def risk_letters(table: pd.DataFrame, cmp=None) -> pd.DataFrame:
+    "The table with a `letters` column: each model's significance letters on its subset from `cmp.ranks` ('' without a comparison)."
+    if cmp is None or not len(cmp.ranks):
+        return table.assign(letters="")
+    key = cmp.ranks[["model", "subset", "group"]].astype(str).rename(columns={"group": "letters"})
+    out = table.assign(_m=table["model"].astype(str), _s=table["subset"].astype(str))
+    out = out.merge(key.rename(columns={"model": "_m", "subset": "_s"}), on=["_m", "_s"], how="left")
+    out.index = table.index
+    return out.drop(columns=["_m", "_s"]).fillna({"letters": ""})
+
+
+def risk_table_html(table: pd.DataFrame, cmp=None, rows: Sequence[str] = ("model", "subset"),
+                    caption: str | None = RISK_CAPTION) -> str:
+    "The report's risk table: accuracy first (with `cmp`'s letters beside it), then d_z with stars per perturbation."
+    shown = risk_display(risk_letters(table, cmp))
+    return plots.risk_styler(shown, rows=rows, caption=caption, accuracy="accuracy_before",
+                             letters="letters").to_html()
+
+
+def control_models(result: AuditResult) -> list[str]:
+    "The run's control scorers (overlap, length, noise), by the kind its manifest records."
+    from reward_auditor.scorer_kinds import CONTROLS
+    models = result.manifest.get("models", {})
+    return [m for m in dict.fromkeys(result.table["model"]) if (models.get(m, {}).get("kind") or m) in CONTROLS]
+
+
+def counted_html(models: Sequence[str], controls: Sequence[str]) -> str:
+    "One escaped sentence: which scorers a summary across scorers counts, and which controls it leaves apart."
+    names = lambda xs: ", ".join(map(esc, xs))
+    if not models:
+        return f"<p>This run holds control scorers only ({names(controls)}): the summary counts them.</p>"
+    apart = f"; the control scorers ({names(controls)}) are left out and shown apart" if controls else ""
+    return f"<p>Counted over {len(models)} reward model{'s' * (len(models) != 1)} ({names(models)}){apart}.</p>"
+
 
 # %% ../nbs/09_report.ipynb #0c377213
 def prm_results(run_dir: str | Path) -> dict:

@@ -24,6 +24,29 @@ def run_dir(tmp_path_factory):
     return out
 
 
+def distinct_words(prompt, response):
+    "A toy reward model: the number of distinct words of the answer."
+    return float(len(set(str(response).split())))
+
+
+def answer_length(prompt, response):
+    "Another toy reward model: the answer's length in characters, scaled."
+    return len(str(response)) / 50
+
+
+@pytest.fixture(scope="module")
+def mixed_dir(tmp_path_factory):
+    "Two toy reward models beside two control scorers, on the same hostile data."
+    d = load_sample()
+    d["prompt"] = d["prompt"] + " " + PAYLOAD
+    d["chosen"] = d["chosen"] + " <b>bold?</b>"
+    d["subset"] = d["subset"].replace({"chat": "<i>chat</i>"})
+    out = tmp_path_factory.mktemp("runs") / "mixed"
+    audit(d, [distinct_words, answer_length, "overlap", "noise"], ["EF", "LE"], permutations=300, out=out,
+          progress=False)
+    return out
+
+
 def _assert_safe(page: str, texts_shown: bool = True):
     assert "<script>alert" not in page and "<img src=x" not in page and "<i>chat</i>" not in page
     assert "<u>id-0</u>" not in page and "<b>bold?</b>" not in page
@@ -50,13 +73,24 @@ def test_model_report(run_dir):
     assert "(length control" in page and "(lexical-overlap control)" in page and "(hash-noise control)" in page
     assert "def " not in page and "import reward_auditor" not in page  # code cells are excluded
     _assert_one_subset_order(_risk_rows(page), 5)  # the sample's five subsets, one order for every model
+    # the accuracy column with the comparison's significance letters beside it (three scorers: compare ran)
+    risk = page[page.index("<table", page.index("Risk table")):]
+    risk = risk[:risk.index("</table>")]
+    assert ">accuracy<" in risk and len(re.findall(r">\d\.\d{3} [a-z]+<", risk)) == 15, risk[:2000]
     assert "overflow-x: auto" in page  # a wide risk table scrolls inside the page instead of being cut
 
 
-def test_subset_and_compare_reports(run_dir, tmp_path):
-    sub = render(run_dir, by="subset")
-    _assert_safe(sub.html.read_text(), texts_shown=False)
-    assert "share of models significant" in sub.html.read_text() or "share_significant" in sub.html.read_text()
+def test_subset_and_compare_reports(run_dir, mixed_dir, tmp_path):
+    sub = render(mixed_dir, by="subset")
+    page = sub.html.read_text()
+    _assert_safe(page, texts_shown=False)
+    assert "share of models significant" in page or "share_significant" in page
+    # the controls are kept apart: the summary counts the two reward models, each subset has a table of its own for them
+    assert "Counted over 2 reward models (distinct_words, answer_length); the control scorers (overlap, noise)" in page
+    assert page.count("control scorers (reference points)") == 5 and page.count(">reward models<") == 5
+    for table in re.findall(r"<table.*?</table>", page, flags=re.S):
+        if "reward models</caption>" in table:
+            assert "overlap" not in table and "noise" not in table and re.search(r">\d\.\d{3} [a-z]+<", table)
     cmp = render(run_dir, compare=[run_dir], out=tmp_path / "cmp")
     page = cmp.html.read_text()
     _assert_safe(page, texts_shown=False)
