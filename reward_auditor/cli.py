@@ -528,8 +528,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="render the HTML report of a saved run (or compare several)")
     _common(r)
     r.add_argument("run", help="a run folder written by `audit`")
-    r.add_argument("--by", choices=["model", "subset"], default="model",
-                   help="one section per model (default) or per subset")
+    r.add_argument("--by", choices=["model", "subset", "turns"], default="model",
+                   help="one section per model (default) or per subset; turns: the report of a run audited with "
+                        "--by turns (single- and multi-turn items of every subset apart)")
     r.add_argument("--compare", nargs="+", default=[], metavar="RUN", help="more run folders to compare with")
     r.add_argument("--out", default=None, help="folder for the report (default: the run folder)")
 

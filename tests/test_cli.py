@@ -299,6 +299,37 @@ def test_bad_report_and_usage(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("reward-auditor: error:")
 
 
+def _conversations(path: Path) -> Path:
+    "The sample with earlier turns before every other prompt: single- and multi-turn items in every subset."
+    from reward_auditor.data import load_sample
+    d = load_sample()
+    d["history"] = [[{"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hi, how can I help?"}]
+                    if i % 2 else [] for i in range(len(d))]
+    d.to_json(path, orient="records", lines=True, force_ascii=False)
+    return path
+
+
+def test_report_by_turns(tmp_path):
+    "`report RUN --by turns` renders a run audited with --by turns; an unsplit run is refused with a command that splits it from the cache."
+    import shlex
+    data = _conversations(tmp_path / "conv.jsonl")
+    pooled = tmp_path / "pooled run"  # a space: the suggested command quotes its paths
+    assert cli("audit", "--data", data, "--scorer", "length", "--scorer", "overlap", "--perturbations", "EF",
+               "-B", "200", "--no-report", "-q", "--out", pooled).returncode == 0
+    r = cli("report", pooled, "--by", "turns")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "without --by turns" in r.stderr and not (pooled / "report.html").exists()
+    line = r.stderr.split("not recomputed): reward-auditor ")[1].split(" (with the run's other options)")[0]
+    rows = _cache_rows(pooled / "scores.sqlite")
+    assert cli(*shlex.split(line), "--no-report", "-q").returncode == 0  # the suggestion runs as printed
+    assert _cache_rows(pooled / "scores.sqlite") == rows  # every score was read from the run's cache
+    split = tmp_path / "pooled run-by-turns"
+    r = cli("report", split, "--by", "turns", "-q")
+    assert r.returncode == 0, r.stderr
+    page = (split / "report.html").read_text()
+    assert "chat · multi-turn" in page and "chat · single-turn" in page
+
+
 def _cache_rows(path: Path) -> int:
     import sqlite3
     if not path.exists():
