@@ -16,16 +16,19 @@ import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
+from .specs import (DATA_SUFFIXES, SpecError, data_files, limit_pairs, load_data, split_name,
+                                  subset_names)
+
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'PRM_OPTIONS', 'MODEL_OPTIONS',
-           'RUN_FILE', 'EXECUTION_OPTIONS', 'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS',
-           'RESUME_THIS_COMMAND', 'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS',
-           'COMMANDS', 'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'make_rewriter',
-           'build_parser', 'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'subset_names', 'load_data',
-           'cli_syntax', 'make_scorers', 'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit',
-           'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_cache',
-           'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_calibration',
-           'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines', 'main']
+__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'PRM_OPTIONS',
+           'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS', 'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS',
+           'RESUME_THIS_COMMAND', 'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'CONTROL_SCORERS', 'COMMANDS',
+           'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'spec_option', 'error_line', 'example_path',
+           'make_rewriter', 'build_parser', 'resolve_audit_args', 'cli_syntax', 'make_scorers', 'endpoint_recipe',
+           'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit', 'load_step_solutions',
+           'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_cache', 'cmd_report',
+           'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_calibration', 'cmd_models',
+           'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -40,7 +43,7 @@ class CLIError(ValueError):
 INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError", "CalibrationError",
-                          "EngineError", "CompareError"})  # a unit failed in the user's model or code: the message names it
+                          "EngineError", "CompareError", "SpecError"})  # a unit failed in the user's model or code: the message names it
 
 
 import errno as _errno
@@ -60,10 +63,21 @@ def is_input_error(e: BaseException) -> bool:
 COLUMNS_HINT = "say which columns hold the fields with --columns prompt=COLUMN,chosen=COLUMN,rejected=COLUMN"
 
 
+SPEC_OPTIONS = {"scorers": "--model/--scorer", "rewriter": "--rewriter-model/--rewriter-url", "data.paths": "--data",
+                "data.limit": "--limit", "data.format": "--format", "data.columns": "--columns"}
+
+
+def spec_option(field: str) -> str:
+    "The option that sets a spec's field: 'engine' → --engine, 'endpoint.api' → --endpoint-api."
+    return SPEC_OPTIONS.get(field) or "--" + field.replace(".", "-").replace("_", "-")
+
+
 def error_line(e: BaseException) -> str:
     "The one line printed for an error: program, 'error', the message with newlines folded and secrets masked."
     from reward_auditor.guards import mask_secrets
     msg = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, SpecError):  # a spec's field, said as the option that sets it
+        msg = f"{cli_syntax(' '.join(e.what.split()))} ({spec_option(e.field)})"
     msg = msg.replace("rename columns with columns={'old': 'new'}", COLUMNS_HINT)  # Python's advice, in flags
     if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
             e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
@@ -455,28 +469,16 @@ def _rewriter_options(g, default) -> None:
 
 
 def make_rewriter(args: dict, names: list[str]):
-    "The rewriter for the *-model perturbations among `names` from --rewriter-model/--rewriter-url, or None."
+    "The rewriter for the *-model perturbations among `names` from --rewriter-model/--rewriter-url (`specs.rewriter_from`)."
     from reward_auditor.perturbations import ModelRewrite, registry
-    wanted = [n for n in names if isinstance(registry.get(n), ModelRewrite)]
+    from reward_auditor.specs import rewriter_from
     local, url, name = args.get("rewriter_model"), args.get("rewriter_url"), args.get("rewriter_name")
-    if not wanted:
-        if local or url:
-            raise CLIError("a rewriter is given but no *-model perturbation is selected (e.g. --perturbations "
-                           "LE-model)", "--rewriter-model/--rewriter-url")
-        return None
-    if local and url:
-        raise CLIError("give one rewriter: --rewriter-model DIR or --rewriter-url URL, not both", "--rewriter-model")
-    if not local and not url:
+    wanted = [n for n in names if isinstance(registry.get(n), ModelRewrite)]
+    if wanted and not local and not url:  # the advice in options, not in a recipe
         raise CLIError(f"{', '.join(wanted)} need(s) a rewriter: pass --rewriter-model DIR (a local causal LM) or "
                        "--rewriter-url URL --rewriter-name MODEL (an OpenAI-compatible endpoint)", "--perturbations")
-    from reward_auditor import rewriters
-    if local:
-        if not (Path(local) / "config.json").is_file():
-            raise CLIError(f"{local} is not a model folder (no config.json)", "--rewriter-model")
-        return rewriters.TransformersRewriter(local)
-    if not name:
-        raise CLIError("--rewriter-url needs --rewriter-name MODEL, the model the endpoint serves", "--rewriter-name")
-    return rewriters.OpenAIRewriter(url, name)
+    spec = {k: v for k, v in (("model", local), ("url", url), ("name", name)) if v}
+    return rewriter_from(spec or None, names)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -713,120 +715,6 @@ def resolve_audit_args(given: dict) -> dict:
     return args
 
 # %% ../nbs/10_cli.ipynb #7209751b
-DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
-
-
-def split_name(spec: str) -> tuple[str | None, str]:
-    "'NAME=PATH' → (NAME, PATH); anything else (or an existing path containing '=') → (None, spec)."
-    name, eq, rest = str(spec).partition("=")
-    if not eq or not name or not rest or "/" in name or "\\" in name or Path(spec).exists():
-        return None, str(spec)
-    return name, rest
-
-
-def data_files(paths: str | Sequence[str]) -> list[str]:
-    "Expand --data arguments: a plain folder becomes its data files (sorted); files, HF folders, 'sample' stay."
-    from reward_auditor.data import _HF_MARKERS
-    out: list[str] = []
-    for p in [paths] if isinstance(paths, (str, Path)) else paths:
-        q = Path(p)
-        if q.is_dir() and not any((q / m).exists() for m in _HF_MARKERS):
-            found = sorted(str(f) for f in q.iterdir() if f.is_file() and f.suffix.lower() in DATA_SUFFIXES
-                           and not f.name.startswith(".") and not f.name.endswith(".records.json"))
-            if not found:
-                raise CLIError(f"folder {q} holds no data file ({', '.join(DATA_SUFFIXES)})", "--data")
-            out += found
-        else:
-            out.append(str(p))
-    return out
-
-
-def limit_pairs(frame, n: int, seed: int = 0):
-    "A seeded random `n` rows, allocated to subsets in proportion to size (at least 2 each), original order kept."
-    import numpy as np
-    sizes = frame["subset"].astype(str).value_counts(sort=False)
-    if n >= len(frame):
-        return frame
-    floor = {s: min(2, int(c)) for s, c in sizes.items()}
-    spare = max(n - sum(floor.values()), 0)
-    rest = {s: int(c) - floor[s] for s, c in sizes.items()}
-    total_rest = sum(rest.values())
-    share = {s: spare * r / total_rest if total_rest else 0.0 for s, r in rest.items()}
-    take = {s: floor[s] + int(share[s]) for s in sizes.index}
-    left = n - sum(take.values())  # largest remainders get the rounding leftovers
-    for s in sorted(sizes.index, key=lambda s: (-(share[s] - int(share[s])), str(s))):
-        if left <= 0:
-            break
-        if take[s] < sizes[s]:
-            take[s] += 1
-            left -= 1
-    rng = np.random.default_rng(seed)
-    keep = []
-    sub = frame["subset"].astype(str).to_numpy()
-    for s in sizes.index:
-        idx = np.flatnonzero(sub == s)
-        keep += list(rng.choice(idx, size=min(take[s], len(idx)), replace=False))
-    out = frame.iloc[sorted(keep)].reset_index(drop=True)
-    out.attrs = dict(frame.attrs)
-    return out
-
-
-def subset_names(files: Sequence[str]) -> list[str]:
-    "Each file's subset name: its stem, or the shortest ending of its path that no other file shares."
-    import os
-    paths = [Path(os.path.abspath(f)) for f in files]
-    twice = next((f for f, p in zip(files, paths) if paths.count(p) > 1), None)
-    if twice is not None:
-        raise CLIError(f"{twice} is given twice; give each data file once", "--data")
-
-    def label(p: Path, depth: int, suffix: bool) -> str:
-        return "/".join([*p.parts[-depth:-1], p.name if suffix else p.stem]) if depth > 1 else (
-            p.name if suffix else p.stem)
-    out = []
-    for i, p in enumerate(paths):
-        others = [q for j, q in enumerate(paths) if j != i]
-        for depth in range(1, len(p.parts) + 1):
-            name = next((label(p, depth, sfx) for sfx in (False, True) if label(p, depth, sfx) not in
-                         {label(q, depth, s) for q in others for s in (False, True)}), None)
-            if name is not None:
-                break
-        else:
-            raise CLIError(f"{files[i]}: no subset name tells it apart from the other data files; rename one",
-                           "--data")
-        out.append(name)
-    return out
-
-
-def load_data(paths: str | Sequence[str], format: str | None = None, errors: str = "raise",
-              limit: int | None = None, seed: int = 0, columns: dict | None = None):
-    "Load one or several --data sources into one validated frame (each file its own subset unless named)."
-    import pandas as pd
-    from reward_auditor.data import load_preferences, validate
-    from reward_auditor.audit import dropped_record
-    files = data_files(paths)
-    dropped = {}
-    if len(files) == 1:
-        frame = load_preferences(files[0], format=format, errors=errors, columns=columns)
-        dropped[files[0]] = dropped_record(frame)
-    else:
-        parts = []
-        for f, name in zip(files, subset_names(files)):
-            part = load_preferences(f, format=format, errors=errors, subset=name, columns=columns)
-            dropped[f] = dropped_record(part)
-            parts.append(part.assign(_file=name))
-        frame = pd.concat(parts, ignore_index=True)
-        ids = frame["id"].astype(str)
-        clash = ids.duplicated(keep=False)
-        frame.loc[clash, "id"] = frame.loc[clash, "_file"] + ":" + ids[clash]
-        frame = validate(frame.drop(columns="_file"), ", ".join(files), errors=errors)
-        dropped[", ".join(files)] = dropped_record(frame)
-    frame.attrs["dropped_invalid"] = {k: v for k, v in dropped.items() if v}  # for the manifest and results.json
-    if limit is not None:
-        frame = limit_pairs(frame, limit, seed)
-    frame.attrs["source"] = ", ".join(files) + (f" (limit {limit}, seed {seed})" if limit else "")
-    return frame
-
-
 def cli_syntax(message: str) -> str:
     "Rewrite Python-call advice in a library message into command-line options (kind='dpo' → --kind dpo)."
     import re
@@ -840,15 +728,15 @@ CONTROL_SCORERS = ("overlap", "length", "noise")
 
 
 def make_scorers(args: dict) -> list:
-    "Scorer objects for --scorer and --model arguments (`scorers.load_scorer`)."
-    from reward_auditor.scorers import load_scorer
+    "Scorer objects for --scorer, --model and --endpoint: each parsed into a spec for `specs.scorer_from`."
+    from reward_auditor.specs import scorer_from
     out = []
     for spec in args.get("scorer") or []:
         name, s = split_name(spec)
         if s not in CONTROL_SCORERS and not Path(s).is_file():
             raise CLIError(f"unknown scorer {s!r}: use {', '.join(CONTROL_SCORERS)} or a score file "
                            f"(models go to --model)", "--scorer")
-        out.append(load_scorer(s, **({"name": name} if name else {})))
+        out.append(scorer_from(spec))
     kw = {k: args[k] for k in MODEL_OPTIONS if args.get(k) is not None}
     prm_opts = {k: args[k] for k in PRM_OPTIONS if args.get(k) is not None}
     if prm_opts and args.get("kind") != "prm":
@@ -860,7 +748,7 @@ def make_scorers(args: dict) -> list:
     for spec in args.get("model") or []:
         name, m = split_name(spec)
         try:
-            out.append(load_scorer(m, kind=args.get("kind"), **kw, **({"name": name} if name else {})))
+            out.append(scorer_from({"model": m, "kind": args.get("kind"), **kw, **({"name": name} if name else {})}))
         except Exception as e:
             if not is_input_error(e):
                 raise
@@ -875,25 +763,22 @@ def make_scorers(args: dict) -> list:
     return out
 
 
+def endpoint_recipe(args: dict) -> dict:
+    "The endpoint recipe of --endpoint and its options (`specs.endpoint_scorer`); the API key stays in its variable."
+    return {"endpoint": args["endpoint"], "model": args.get("endpoint_model"),
+            "tokenizer": args.get("endpoint_tokenizer"), "kind": args.get("kind"), "api": args.get("endpoint_api"),
+            "concurrency": args.get("endpoint_concurrency"), "timeout": args.get("endpoint_timeout"),
+            "api_key_env": args.get("api_key_env"), "batch_size": args.get("batch_size"),
+            "max_length": args.get("max_length")}
+
+
 def make_endpoint_scorer(args: dict):
-    "The endpoint scorer of --endpoint and its options (the API key stays in its environment variable)."
-    from reward_auditor.endpoints import API_KEY_ENV, EndpointChatJudgeScorer, EndpointJudgeScorer, EndpointRewardScorer
-    kind = args.get("kind")
-    if kind not in (None, "discriminative", "rm", "classifier", "seq-cls", "judge", "generative"):
-        raise CLIError(f"--endpoint scores reward models (/classify) and judges (--kind judge, /v1/completions); "
-                       f"--kind {kind} is not available over HTTP", "--kind")
-    cls = EndpointJudgeScorer if kind in ("judge", "generative") else EndpointRewardScorer
-    if args.get("endpoint_api") == "chat":
-        if cls is not EndpointJudgeScorer:
-            raise CLIError("--endpoint-api chat reads a judge's verdict; add --kind judge", "--endpoint-api")
-        cls = EndpointChatJudgeScorer
-    kw = {k: args[k] for k in ("batch_size", "max_length") if args.get(k) is not None}
+    "The endpoint scorer of --endpoint; a server that cannot be used is a one-line error naming --endpoint."
+    from reward_auditor.specs import endpoint_scorer
     try:
-        return cls(args["endpoint"], model=args.get("endpoint_model"),
-                                    tokenizer=args.get("endpoint_tokenizer"),
-                                    concurrency=args.get("endpoint_concurrency") or 4,
-                                    timeout=args.get("endpoint_timeout") or 60.0,
-                                    api_key_env=args.get("api_key_env") or API_KEY_ENV, **kw)
+        return endpoint_scorer(endpoint_recipe(args))
+    except SpecError:
+        raise
     except Exception as e:
         if not is_input_error(e):
             raise
@@ -903,16 +788,11 @@ def make_endpoint_scorer(args: dict):
 
 # %% ../nbs/10_cli.ipynb #26f88b30
 def make_engine(args: dict):
-    "The engine of --engine (None for the plain in-process path); a missing Ray extra is a one-line CLI error."
-    name = args.get("engine") or "local"
-    if name == "local":
-        return None
-    from reward_auditor.engines import EngineError, make_engine as _make
-    try:
-        return _make(name, address=args.get("address"), workers=args.get("workers") or 1,
-                     gpus_per_worker=args.get("gpus_per_worker") or 0.0, unit_batches=args.get("unit_batches") or 4)
-    except EngineError as e:
-        raise CLIError(str(e), "--engine") from None
+    "The engine of --engine and its options (`specs.engine_from`; None for the plain in-process path)."
+    from reward_auditor.specs import engine_from
+    return engine_from({"name": args.get("engine") or "local", "address": args.get("address"),
+                        "workers": args.get("workers"), "gpus_per_worker": args.get("gpus_per_worker"),
+                        "unit_batches": args.get("unit_batches")})
 
 # %% ../nbs/10_cli.ipynb #ab1330a3
 def _progress(ns) -> bool:
@@ -1055,7 +935,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
                        semantic_check=args.get("semantic_check", "on") != "off",
                        errors="drop" if args.get("drop_invalid") else "raise",
-                       perturb_options={"rewriter": rewriter} if rewriter is not None else None,
+                       rewriter=rewriter,
                        on_start=save_arguments)
     if solutions is not None:
         run_prm_step_audits(args, solutions, scorers, out, pert, progress)
