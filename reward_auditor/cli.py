@@ -23,8 +23,8 @@ from .specs import (DATA_SUFFIXES, SpecError, data_files, limit_pairs, load_data
 __all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'PRM_OPTIONS',
            'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS', 'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS',
            'RESUME_THIS_COMMAND', 'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'CONTROL_SCORERS', 'COMMANDS',
-           'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'spec_option', 'error_line', 'example_path',
-           'make_rewriter', 'build_parser', 'resolve_audit_args', 'cli_syntax', 'make_scorers', 'endpoint_recipe',
+           'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'cli_syntax', 'spec_option', 'error_line', 'example_path',
+           'make_rewriter', 'build_parser', 'resolve_audit_args', 'make_scorers', 'endpoint_recipe',
            'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit', 'load_step_solutions',
            'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_cache', 'cmd_report',
            'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_calibration', 'cmd_models',
@@ -61,6 +61,15 @@ def is_input_error(e: BaseException) -> bool:
 
 
 COLUMNS_HINT = "say which columns hold the fields with --columns prompt=COLUMN,chosen=COLUMN,rejected=COLUMN"
+
+
+def cli_syntax(message: str) -> str:
+    "Rewrite Python-call advice in a library message into command-line options (kind='dpo' → --kind dpo)."
+    import re
+    message = re.sub(r"\b(kind|reference|beta|reduction|trust_remote_code)='?([^'\s,)]*)'?",
+                     lambda m: f"--{m.group(1).replace('_', '-')}" + (f" {m.group(2)}" if m.group(2) else ""),
+                     message)
+    return message.replace("without --kind (discriminative)", "without --kind (or with --kind discriminative)")
 
 
 SPEC_OPTIONS = {"scorers": "--model/--scorer", "rewriter": "--rewriter-model/--rewriter-url", "data.paths": "--data",
@@ -713,15 +722,6 @@ def resolve_audit_args(given: dict) -> dict:
         raise CLIError("no scorer given: pass --model DIR_OR_HUB_ID and/or --scorer overlap|length|noise|FILE",
                        "--model/--scorer")
     return args
-
-# %% ../nbs/10_cli.ipynb #7209751b
-def cli_syntax(message: str) -> str:
-    "Rewrite Python-call advice in a library message into command-line options (kind='dpo' → --kind dpo)."
-    import re
-    message = re.sub(r"\b(kind|reference|beta|reduction|trust_remote_code)='?([^'\s,)]*)'?",
-                     lambda m: f"--{m.group(1).replace('_', '-')}" + (f" {m.group(2)}" if m.group(2) else ""),
-                     message)
-    return message.replace("without --kind (discriminative)", "without --kind (or with --kind discriminative)")
 
 # %% ../nbs/10_cli.ipynb #f3392df3
 CONTROL_SCORERS = ("overlap", "length", "noise")
