@@ -415,14 +415,7 @@ def resolve_scorers(scorers: Any) -> list:
     "Turn a spec, a Scorer, a callable, a recipe or a list of them into a list of Scorer objects (`specs.scorer_from`)."
     if scorers is None:
         raise AuditError("no scorer given (scorers): pass e.g. 'overlap', a model directory or a callable")
-    if isinstance(scorers, (str, Path, Mapping)) or callable(scorers) or hasattr(scorers, "score_pairs"):
-        scorers = [scorers]
-    out = [ra_specs.scorer_from(s) for s in scorers]
-    names = [s.name for s in out]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise AuditError(f"two scorers share the name {dup[0]!r} (scorers): give them distinct names")
-    return out
+    return ra_specs.scorers_from(scorers)  # one rule for the forms and for two scorers with one name
 
 
 def _open_cache(cache: Any, out: str | Path | None):
@@ -1230,7 +1223,9 @@ def _stamp_data(out: str | Path, original: pd.DataFrame, source: Any, overwrite:
 
 # %% ../nbs/07_audit.ipynb #ad8ee614
 def _is_data_spec(data: Any) -> bool:
-    "A data spec for `specs.data_from`: {'paths': ...} or a list of paths (one path, a frame, records: `load_preferences`)."
+    "A data spec for `specs.data_from`: {'paths': ...}, a list of paths or a folder of data files (else `load_preferences`)."
+    if isinstance(data, (str, Path)):  # a plain folder, as `--data DIR`; a folder saved by `datasets` is one dataset
+        return Path(data).is_dir() and not any((Path(data) / m).exists() for m in ra_data._HF_MARKERS)
     return isinstance(data, Mapping) or (isinstance(data, (list, tuple)) and len(data) > 0
                                          and all(isinstance(p, (str, Path)) for p in data))
 

@@ -44,6 +44,12 @@ def test_the_api_and_the_cli_write_the_same_results(rm, pairs, tmp_path, capsys)
     assert set(t["model"]) == {"overlap", "rm"} and set(t["subset"]) == {"chat", "code"}
 
 
+def test_the_api_reads_a_folder_as_the_cli_does(pairs):
+    "`ra.audit(DIR)` reads each data file of a plain folder as its own subset, as `--data DIR` does."
+    res = ra.audit(str(pairs), "overlap", "EF", permutations=50, progress=False)
+    assert set(res.table["subset"]) == {"chat", "code"} and res.manifest["data"]["n_items"] == 24
+
+
 def test_data_spec_forms(pairs):
     one, both = str(pairs / "chat.jsonl"), [str(pairs / "chat.jsonl"), str(pairs / "code.jsonl")]
     assert len(specs.data_from(one)) == 12
@@ -91,6 +97,7 @@ BAD = [
     (lambda p: specs.scorers_from([{"kind": "dpo"}]), "scorers"),
     (lambda p: specs.scorers_from(["overlap", "overlap"]), "scorers"),
     (lambda p: specs.scorers_from([1.5]), "scorers"),
+    (lambda p: ra.audit.resolve_scorers(["overlap", "overlap"]), "scorers"),  # the audit keeps the specs' rule
     (lambda p: specs.endpoint_scorer({"endpoint": "http://127.0.0.1:9", "kind": "dpo"}), "kind"),
     (lambda p: specs.endpoint_scorer({"endpoint": "http://127.0.0.1:9", "api": "chat"}), "endpoint.api"),
     (lambda p: specs.endpoint_scorer({"endpoint": "http://127.0.0.1:9", "timout": 3}), "endpoint.timout"),
