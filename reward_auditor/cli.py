@@ -16,19 +16,19 @@ import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
-from .specs import (DATA_SUFFIXES, SpecError, data_files, limit_pairs, load_data, split_name,
-                                  subset_names)
+from .specs import DATA_SUFFIXES, SpecError, data_files, data_from, limit_pairs, load_data
+from .specs import split_name, subset_names
 
 # %% auto #0
 __all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'PRM_OPTIONS',
            'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS', 'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS',
            'RESUME_THIS_COMMAND', 'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'CONTROL_SCORERS', 'COMMANDS',
            'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'cli_syntax', 'spec_option', 'error_line', 'example_path',
-           'make_rewriter', 'build_parser', 'resolve_audit_args', 'make_scorers', 'endpoint_recipe',
-           'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit', 'load_step_solutions',
-           'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_cache', 'cmd_report',
-           'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_calibration', 'cmd_models',
-           'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines', 'main']
+           'rewriter_spec', 'make_rewriter', 'build_parser', 'resolve_audit_args', 'scorer_specs', 'make_scorers',
+           'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec', 'make_engine', 'data_spec', 'add_comparison',
+           'run_audit', 'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
+           'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta',
+           'cmd_calibration', 'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -477,17 +477,22 @@ def _rewriter_options(g, default) -> None:
                    help="the model name to request from --rewriter-url")
 
 
+def rewriter_spec(args: dict) -> dict | None:
+    "The rewriter spec of --rewriter-model/--rewriter-url/--rewriter-name ({'model': DIR} or {'url', 'name'}), or None."
+    spec = {k: args.get(f"rewriter_{k}") for k in ("model", "url", "name") if args.get(f"rewriter_{k}")}
+    return spec or None
+
+
 def make_rewriter(args: dict, names: list[str]):
     "The rewriter for the *-model perturbations among `names` from --rewriter-model/--rewriter-url (`specs.rewriter_from`)."
     from reward_auditor.perturbations import ModelRewrite, registry
     from reward_auditor.specs import rewriter_from
-    local, url, name = args.get("rewriter_model"), args.get("rewriter_url"), args.get("rewriter_name")
+    spec = rewriter_spec(args)
     wanted = [n for n in names if isinstance(registry.get(n), ModelRewrite)]
-    if wanted and not local and not url:  # the advice in options, not in a recipe
+    if wanted and not (spec or {}).keys() & {"model", "url"}:  # the advice in options, not in a recipe
         raise CLIError(f"{', '.join(wanted)} need(s) a rewriter: pass --rewriter-model DIR (a local causal LM) or "
                        "--rewriter-url URL --rewriter-name MODEL (an OpenAI-compatible endpoint)", "--perturbations")
-    spec = {k: v for k, v in (("model", local), ("url", url), ("name", name)) if v}
-    return rewriter_from(spec or None, names)
+    return rewriter_from(spec, names)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -727,17 +732,16 @@ def resolve_audit_args(given: dict) -> dict:
 CONTROL_SCORERS = ("overlap", "length", "noise")
 
 
-def make_scorers(args: dict) -> list:
-    "Scorer objects for --scorer, --model and --endpoint: each parsed into a spec for `specs.scorer_from`."
-    from reward_auditor.specs import scorer_from
-    out = []
+def scorer_specs(args: dict) -> list:
+    "The scorer specs of --scorer, --model (with --kind and the model options) and --endpoint, for `specs.scorer_from`."
+    out: list = []
     for spec in args.get("scorer") or []:
         name, s = split_name(spec)
         if s not in CONTROL_SCORERS and not Path(s).is_file():
             raise CLIError(f"unknown scorer {s!r}: use {', '.join(CONTROL_SCORERS)} or a score file "
                            f"(models go to --model)", "--scorer")
-        out.append(scorer_from(spec))
-    kw = {k: args[k] for k in MODEL_OPTIONS if args.get(k) is not None}
+        out.append(spec)
+    kw = {k: args[k] for k in ("kind", *MODEL_OPTIONS) if args.get(k) is not None}
     prm_opts = {k: args[k] for k in PRM_OPTIONS if args.get(k) is not None}
     if prm_opts and args.get("kind") != "prm":
         raise CLIError(f"--{next(iter(prm_opts)).replace('_', '-')} applies to process reward models: add --kind prm",
@@ -747,14 +751,28 @@ def make_scorers(args: dict) -> list:
         kw["trust_remote_code"] = True
     for spec in args.get("model") or []:
         name, m = split_name(spec)
-        try:
-            out.append(scorer_from({"model": m, "kind": args.get("kind"), **kw, **({"name": name} if name else {})}))
-        except Exception as e:
-            if not is_input_error(e):
-                raise
-            raise CLIError(cli_syntax(" ".join(str(e).split())), "--model") from e
+        out.append({"model": m, **kw, **({"name": name} if name else {})})
     if args.get("endpoint"):
-        out.append(make_endpoint_scorer(args))
+        out.append(endpoint_recipe(args))
+    return out
+
+
+def make_scorers(args: dict) -> list:
+    "Scorer objects of `scorer_specs(args)`; a model or endpoint that cannot be used is one line naming its option."
+    from reward_auditor.specs import scorer_from
+    out = []
+    for spec in scorer_specs(args):
+        if isinstance(spec, str):
+            out.append(scorer_from(spec))
+        elif spec.get("endpoint"):
+            out.append(make_endpoint_scorer(spec))
+        else:
+            try:
+                out.append(scorer_from(spec))
+            except Exception as e:
+                if not is_input_error(e):
+                    raise
+                raise CLIError(cli_syntax(" ".join(str(e).split())), "--model") from e
     names = [s.name for s in out]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
@@ -765,18 +783,19 @@ def make_scorers(args: dict) -> list:
 
 def endpoint_recipe(args: dict) -> dict:
     "The endpoint recipe of --endpoint and its options (`specs.endpoint_scorer`); the API key stays in its variable."
-    return {"endpoint": args["endpoint"], "model": args.get("endpoint_model"),
-            "tokenizer": args.get("endpoint_tokenizer"), "kind": args.get("kind"), "api": args.get("endpoint_api"),
-            "concurrency": args.get("endpoint_concurrency"), "timeout": args.get("endpoint_timeout"),
-            "api_key_env": args.get("api_key_env"), "batch_size": args.get("batch_size"),
-            "max_length": args.get("max_length")}
+    recipe = {"endpoint": args["endpoint"], "model": args.get("endpoint_model"),
+              "tokenizer": args.get("endpoint_tokenizer"), "kind": args.get("kind"), "api": args.get("endpoint_api"),
+              "concurrency": args.get("endpoint_concurrency"), "timeout": args.get("endpoint_timeout"),
+              "api_key_env": args.get("api_key_env"), "batch_size": args.get("batch_size"),
+              "max_length": args.get("max_length")}
+    return {k: v for k, v in recipe.items() if v is not None}
 
 
-def make_endpoint_scorer(args: dict):
-    "The endpoint scorer of --endpoint; a server that cannot be used is a one-line error naming --endpoint."
+def make_endpoint_scorer(recipe: dict):
+    "The endpoint scorer of an endpoint recipe; a server that cannot be used is a one-line error naming --endpoint."
     from reward_auditor.specs import endpoint_scorer
     try:
-        return endpoint_scorer(endpoint_recipe(args))
+        return endpoint_scorer(recipe)
     except SpecError:
         raise
     except Exception as e:
@@ -787,12 +806,22 @@ def make_endpoint_scorer(args: dict):
 
 
 # %% ../nbs/10_cli.ipynb #26f88b30
+def engine_spec(args: dict) -> dict:
+    "The engine spec of --engine and its options (`specs.engine_from`): {'name': 'local'} scores in this process."
+    spec = {"name": args.get("engine") or "local", "address": args.get("address"), "workers": args.get("workers"),
+            "gpus_per_worker": args.get("gpus_per_worker"), "unit_batches": args.get("unit_batches")}
+    return {k: v for k, v in spec.items() if v is not None}
+
+
 def make_engine(args: dict):
-    "The engine of --engine and its options (`specs.engine_from`; None for the plain in-process path)."
+    "The engine of `engine_spec(args)` (`specs.engine_from`; None for the plain in-process path)."
     from reward_auditor.specs import engine_from
-    return engine_from({"name": args.get("engine") or "local", "address": args.get("address"),
-                        "workers": args.get("workers"), "gpus_per_worker": args.get("gpus_per_worker"),
-                        "unit_batches": args.get("unit_batches")})
+    return engine_from(engine_spec(args))
+
+
+def data_spec(args: dict) -> dict:
+    "The data spec of --data, --format, --limit and --columns (`specs.data_from`; --limit's seed is --seed)."
+    return {"paths": args["data"], **{k: args[k] for k in ("format", "limit", "columns") if args.get(k) is not None}}
 
 # %% ../nbs/10_cli.ipynb #ab1330a3
 def _progress(ns) -> bool:
@@ -877,9 +906,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
                 if solutions is not None and args.get("limit"):  # the same seeded, subset-proportional sample
                     solutions = limit_pairs(solutions, args["limit"], args["seed"])
             try:
-                data = load_data(args["data"], format=args.get("format"),
-                                 errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),
-                                 seed=args["seed"], columns=args.get("columns"))
+                data = data_from(data_spec(args), errors="drop" if args.get("drop_invalid") else "raise",
+                                 seed=args["seed"])
             except Exception as e:
                 if solutions is None or "no preference pair" not in str(e):
                     raise
@@ -1026,8 +1054,7 @@ def cmd_perturb(ns) -> int:
     if out.suffix not in (".jsonl", ".csv", ".parquet"):
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
     check_writable(out.parent)
-    data = load_data(ns.data, format=ns.format, errors="drop" if ns.drop_invalid else "raise", limit=ns.limit,
-                     seed=ns.seed, columns=ns.columns)
+    data = data_from(data_spec(vars(ns)), errors="drop" if ns.drop_invalid else "raise", seed=ns.seed)
     try:
         names = perturbation_names(ns.perturbations)
     except ValueError as e:

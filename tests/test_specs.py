@@ -32,12 +32,15 @@ def pairs(tmp_path):
 def test_the_api_and_the_cli_write_the_same_results(rm, pairs, tmp_path, capsys):
     "The same specs through `reward-auditor audit` and through `ra.audit`: byte-identical results.parquet."
     files = [str(pairs / "chat.jsonl"), str(pairs / "code.jsonl")]
-    code = ra_cli.main(["audit", "--data", *files, "--limit", "16", "--scorer", "overlap", "--model", f"rm={rm}",
-                        "--perturbations", "EF,PH", "-B", "200", "--engine", "local", "--no-report", "-q",
-                        "--out", str(tmp_path / "cli")])
+    argv = ["audit", "--data", *files, "--limit", "16", "--scorer", "overlap", "--model", f"rm={rm}",
+            "--perturbations", "EF,PH", "-B", "200", "--engine", "local", "--no-report", "-q", "--out", str(tmp_path / "cli")]
+    data, scorers, engine = {"paths": files, "limit": 16}, ["overlap", {"model": str(rm), "name": "rm"}], {"name": "local"}
+    args = ra_cli.resolve_audit_args(vars(ra_cli.build_parser().parse_args(argv)))  # what the command line parses into
+    assert (ra_cli.data_spec(args), ra_cli.scorer_specs(args), ra_cli.engine_spec(args)) == (data, scorers, engine)
+    assert ra_cli.rewriter_spec(args) is None
+    code = ra_cli.main(argv)
     assert code == 0, capsys.readouterr().err
-    ra.audit({"paths": files, "limit": 16}, ["overlap", f"rm={rm}"], ["EF", "PH"], permutations=200,
-             engine="local", out=tmp_path / "api", progress=False)
+    ra.audit(data, scorers, ["EF", "PH"], permutations=200, engine=engine, out=tmp_path / "api", progress=False)
     cli_bytes = (tmp_path / "cli" / "results.parquet").read_bytes()
     assert cli_bytes == (tmp_path / "api" / "results.parquet").read_bytes()
     t = pd.read_parquet(tmp_path / "api" / "results.parquet")
