@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tiny_models import PRM_STYLES, tiny_prm  # noqa: E402
+from tiny_models import PRM_STYLES, tiny_folders, tiny_prm  # noqa: E402
 
 from reward_auditor import perturbations as P  # noqa: E402
 from reward_auditor.cache import ScoreCache  # noqa: E402
@@ -52,10 +52,7 @@ def write_jsonl(path, rows):
 
 @pytest.fixture(scope="module")
 def prms(tmp_path_factory):
-    root = tmp_path_factory.mktemp("prms")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {s: tiny_prm(root / s, s, seed=i) for i, s in enumerate(PRM_STYLES)}
+    return tiny_folders(tmp_path_factory.mktemp("prms"), tiny_prm, PRM_STYLES)
 
 
 # ---------------------------------------------------------------------------------------------------- step scores
