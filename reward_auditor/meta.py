@@ -18,7 +18,7 @@ import pandas as pd
 
 from .safety import md_escape, reading
 from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
-                                   read_json, write_frame, write_json, write_summaries)
+                                   read_json, write_frame, write_summaries)
 from scipy import stats
 
 # %% auto #0

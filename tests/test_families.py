@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from tiny_models import (HEAD_FAMILIES, LDL_BINS, OWN_PATH_FAMILIES, REMOTE_FAMILIES, tiny_family,  # noqa: E402
-                         tiny_folders, tiny_lm, tiny_tokenizer)
+                         tiny_folders, tiny_tokenizer)
 
 from reward_auditor import families as F  # noqa: E402
 from reward_auditor.scorers import ScorerError, load_scorer  # noqa: E402

@@ -4,13 +4,11 @@ One test per rule; each reproduces the attack or the fault on the code before it
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from cli_helpers import run_main, sample_jsonl
