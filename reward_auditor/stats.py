@@ -17,11 +17,11 @@ from scipy import optimize
 
 # %% auto #0
 __all__ = ['SCALES', 'CI_METHODS', 'STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'StatsError', 'confidence',
-           'judge_confidence', 'position_bias', 'paired_differences', 'hedges_j', 'nct_ci', 'bca_ci', 'EffectSizes',
-           'effect_sizes', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix', 'SignFlipResult', 'SignFlipResults',
-           'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue', 'cluster_index', 'cluster_sums',
-           'cluster_bca_ci', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t', 'NormalityResult',
-           'normality', 'stars', 'margin_test', 'risk_report']
+           'judge_confidence', 'position_bias', 'paired_differences', 'hedges_j', 'nct_ci', 'bca_interval', 'bca_ci',
+           'EffectSizes', 'effect_sizes', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix', 'SignFlipResult',
+           'SignFlipResults', 'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue', 'cluster_index',
+           'cluster_sums', 'cluster_bca_ci', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t',
+           'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report']
 
 # %% ../nbs/01_stats.ipynb #4a1ba1a5
 class StatsError(ValueError):
@@ -140,6 +140,21 @@ def _dz_rows(X: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(v), 0.0, v)
 
 
+def bca_interval(theta: float, replicates, jackknife, level: float = 0.95) -> tuple[float, float]:
+    "BCa interval from an estimate, its bootstrap replicates and its leave-one-out (jackknife) values (Efron 1987)."
+    tb, loo = np.asarray(replicates, np.float64), np.asarray(jackknife, np.float64)
+    z0 = special.ndtri((np.sum(tb < theta) + np.sum(tb <= theta)) / (2.0 * tb.size))   # bias correction, ties half
+    dev = loo.mean() - loo
+    den = 6.0 * float(dev @ dev) ** 1.5
+    acc = float((dev ** 3).sum() / den) if den > 0 and np.all(np.isfinite(dev)) else 0.0   # acceleration
+    a = (1 - level) / 2
+    qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
+    if not np.all(np.isfinite(qs)):
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
+    return float(lo), float(hi)
+
+
 def bca_ci(d, level: float = 0.95, n_boot: int = 2000, seed=0) -> tuple[float, float]:
     "BCa bootstrap confidence interval for d_z of the differences `d` (resampling items; seeded)."
     d = np.asarray(d, np.float64)
@@ -149,17 +164,8 @@ def bca_ci(d, level: float = 0.95, n_boot: int = 2000, seed=0) -> tuple[float, f
         return float("nan"), float("nan")
     theta = float(_dz_rows(d))
     tb = _dz_rows(d[np.random.default_rng(seed).integers(0, n, (n_boot, n))])
-    z0 = special.ndtri((np.sum(tb < theta) + np.sum(tb <= theta)) / (2.0 * n_boot))
     loo = _dz_rows(np.stack([np.delete(d, i) for i in range(n)]))          # jackknife for the acceleration
-    dev = loo.mean() - loo
-    den = 6.0 * float(dev @ dev) ** 1.5
-    acc = float((dev ** 3).sum() / den) if den > 0 and np.all(np.isfinite(dev)) else 0.0
-    a = (1 - level) / 2
-    qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
-    if not np.all(np.isfinite(qs)):
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
-    return float(lo), float(hi)
+    return bca_interval(theta, tb, loo, level)
 
 # %% ../nbs/01_stats.ipynb #bb1178a3
 @dataclass
@@ -734,17 +740,7 @@ def cluster_bca_ci(d, cluster_ids, level: float = 0.95, n_boot: int = 2000, seed
     weights = np.zeros((n_boot, G))
     np.add.at(weights, (np.repeat(np.arange(n_boot), G), draws.ravel()), 1.0)
     tb = dz(weights @ parts)
-    z0 = special.ndtri((np.sum(tb < theta) + np.sum(tb <= theta)) / (2.0 * n_boot))
-    loo = dz(parts.sum(axis=0) - parts)
-    dev = loo.mean() - loo
-    den = 6.0 * float(dev @ dev) ** 1.5
-    acc = float((dev ** 3).sum() / den) if den > 0 and np.all(np.isfinite(dev)) else 0.0
-    a = (1 - level) / 2
-    qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
-    if not np.all(np.isfinite(qs)):
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
-    return float(lo), float(hi)
+    return bca_interval(theta, tb, dz(parts.sum(axis=0) - parts), level)   # leave-one-cluster-out jackknife
 
 # %% ../nbs/01_stats.ipynb #b3ea7c07
 @dataclass
