@@ -342,7 +342,7 @@ def run_clusters(results: Sequence[Any]) -> tuple[dict | None, str | None]:
             if frame is not None and "cluster" in frame.columns:
                 f = frame.drop_duplicates("id")
                 return dict(zip(f["id"].astype(str), f["cluster"])), None
-    by = (results[0].manifest.get("clusters") or {}).get("by")
+    by = ((results[0].manifest.get("data") or {}).get("clusters") or {}).get("by")   # the audit's manifest
     texts = results[0].texts
     if by == "prompt" and texts is not None:
         orig = texts[texts["perturbation"] == "orig"]

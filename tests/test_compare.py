@@ -209,9 +209,9 @@ def test_compare_follows_the_runs_clusters():
     assert "n_clusters" not in plain.robustness
     orig = run.texts["perturbation"] == "orig"
     run.texts.loc[orig, "prompt"] = [f"p{i // 3}" for i in range(int(orig.sum()))]   # three pairs per prompt
-    run.manifest["clusters"] = {"by": "prompt"}
+    run.manifest["data"] = {"clusters": {"by": "prompt"}}      # where the audit records it
     clustered = C.compare(run)
     assert (clustered.robustness["n_clusters"] == 20).all() and (clustered.robustness["n"] == 60).all()
-    run.manifest["clusters"] = {"by": "group_id"}
+    run.manifest["data"] = {"clusters": {"by": "group_id"}}
     assert any("clustered its items by group_id" in w for w in C.compare(run).warnings)
     assert C.compare(run, clusters=None).warnings == []
