@@ -108,8 +108,8 @@ def ece(margin, n_bins: int = N_BINS, method: str = "uniform") -> float:
 
 # %% ../nbs/18_calibration.ipynb #49c34aea
 def _codes(groups, n: int) -> tuple[np.ndarray, int]:
-    "Cluster code of each pair, in sorted order of the labels as text (`stats.cluster_index`; its own when `groups` is None) → (codes, G)."
-    codes = np.arange(n) if groups is None else cluster_index(np.asarray(groups).astype(str), n, sort=True)
+    "Cluster code of each pair, in order of first appearance (`stats.cluster_index`; its own when `groups` is None) → (codes, G)."
+    codes = np.arange(n) if groups is None else cluster_index(np.asarray(groups).astype(str), n)
     return codes, (int(codes.max()) + 1 if codes.size else 0)
 
 
@@ -204,7 +204,7 @@ def loss_differences(margin_before, margin_after) -> np.ndarray:
 def loss_change_tests(margin_before, margins_after, groups=None, B: int = 10_000, seed=0):
     "Two-sided sign-flip tests of the per-pair log-loss change, one column of `margins_after` each → SignFlipResults."
     D = loss_differences(np.asarray(margin_before, np.float64)[:, None], np.asarray(margins_after, np.float64))
-    S = D if groups is None else cluster_sums(D, np.asarray(groups).astype(str), sort=True)[0]
+    S = D if groups is None else cluster_sums(D, np.asarray(groups).astype(str))[0]
     return signflip_tests(S, B=B, seed=seed, alternative="two-sided")
 
 # %% ../nbs/18_calibration.ipynb #b2a6aaf5

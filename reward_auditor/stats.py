@@ -677,8 +677,8 @@ def min_pvalue(n_nonzero, B: int = 10_000, *, alternative: str = "greater", stat
     return float(out[0]) if np.ndim(n_nonzero) == 0 else out
 
 # %% ../nbs/01_stats.ipynb #02629c50
-def cluster_index(cluster_ids, n: int, sort: bool = False) -> np.ndarray:
-    "Integer codes 0..G−1 of `cluster_ids` (one per item, in order of first appearance, or of sorted ids); a missing id is an error."
+def cluster_index(cluster_ids, n: int) -> np.ndarray:
+    "Integer codes 0..G−1 of `cluster_ids` (one per item, in order of first appearance); a missing id is an error."
     ids = pd.Series(np.asarray(cluster_ids, dtype=object) if not isinstance(cluster_ids, pd.Series)
                     else cluster_ids.to_numpy(dtype=object))
     if len(ids) != n:
@@ -686,14 +686,14 @@ def cluster_index(cluster_ids, n: int, sort: bool = False) -> np.ndarray:
     if ids.isna().any():
         raise StatsError(f"cluster_ids has {int(ids.isna().sum())} missing values (first at item "
                          f"{int(np.flatnonzero(ids.isna())[0])}): give every item a cluster, or its own id")
-    return pd.factorize(ids, sort=sort)[0].astype(np.int64)
+    return pd.factorize(ids, sort=False)[0].astype(np.int64)
 
 
-def cluster_sums(D, cluster_ids, sort: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def cluster_sums(D, cluster_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Per-cluster sums of the finite differences (G × K, clusters in `cluster_index` order; NaN where a cluster has none) → (S, pairs per column, clusters per column)."
     D = np.asarray(D, np.float64)
     D = D[:, None] if D.ndim == 1 else D
-    codes = cluster_index(cluster_ids, D.shape[0], sort)
+    codes = cluster_index(cluster_ids, D.shape[0])
     G = int(codes.max()) + 1 if codes.size else 0
     fin = np.isfinite(D)
     S = np.zeros((G, D.shape[1]))
