@@ -548,6 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999,
                    help="resampled tables for the p-value when expected counts are small (default 9999)")
     h.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    h.add_argument("--cluster", metavar="COLUMN", default=None,
+                   help="results files' field whose equal values mark rows that share a prompt: the test is "
+                        "Rao–Scott corrected and resamples whole prompts (a saved audit folder always uses its own clusters)")
     _diagnostic_out(h)
 
     v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers",
@@ -1254,7 +1257,7 @@ def cmd_heterogeneity(ns) -> int:
     _use_example(ns, "heterogeneity")
     _check_out(ns)
     return _emit(heterogeneity_cli(ns.paths, alpha=ns.alpha, v_target=ns.v_target, min_power=ns.min_power,
-                                   n_resamples=ns.n_resamples, seed=ns.seed), ns)
+                                   n_resamples=ns.n_resamples, seed=ns.seed, cluster=ns.cluster), ns)
 
 
 def cmd_verifier_audit(ns) -> int:
