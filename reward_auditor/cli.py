@@ -85,6 +85,7 @@ EPILOGS = {
 `subset` and one of `correct` (true/false), `results` (1/0), `margin` (> 0 is right) or
 `scores_chosen`/`scores_rejected`; a saved audit folder works too. One row:
   {"id": "chat-0", "subset": "chat", "correct": true}
+rows that share a prompt: --cluster COLUMN names the field that marks it (a saved audit folder uses its own clusters)
 try it: reward-auditor heterogeneity --example --out runs/het""",
     "verifier-audit": """input: none needed (built-in gold answers); --golds takes a .jsonl/.json/.csv file with a
 `gold` column (LaTeX answer) and optional `id`, `kind`, `identities`. One row:
