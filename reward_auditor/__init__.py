@@ -14,7 +14,7 @@ _LAZY = {
     "protocol_report": ("protocol", "protocol_report"), "meta_report": ("meta", "meta_report"),
 }
 _MODULES = ("data", "stats", "multiplicity", "resources", "perturbations", "rewriters", "cache", "scorers", "families", "audit", "plots",
-            "report", "cli", "heterogeneity", "verifiers", "protocol", "meta", "compare", "calibration")
+            "report", "cli", "heterogeneity", "verifiers", "protocol", "meta", "compare", "calibration", "specs")
 # submodules named after their main function: `ra.audit(...)` calls `ra.audit.audit(...)`, while
 # `ra.audit.AuditResult` and `from reward_auditor.audit import ...` keep working as for any module
 _CALLABLE = ("audit", "heterogeneity", "compare", "calibration")
