@@ -109,6 +109,7 @@ EPILOGS = {
 `subset` and one of `correct` (true/false), `results` (1/0), `margin` (> 0 is right) or
 `scores_chosen`/`scores_rejected`; a saved audit folder works too. One row:
   {"id": "chat-0", "subset": "chat", "correct": true}
+rows that share a prompt: --cluster COLUMN names the field that marks it (a saved audit folder uses its own clusters)
 try it: reward-auditor heterogeneity --example --out runs/het""",
     "verifier-audit": """input: none needed (built-in gold answers); --golds takes a .jsonl/.json/.csv file with a
 `gold` column (LaTeX answer) and optional `id`, `kind`, `identities`. One row:
@@ -567,6 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999,
                    help="resampled tables for the p-value when expected counts are small (default 9999)")
     h.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    h.add_argument("--cluster", metavar="COLUMN", default=None,
+                   help="results files' field whose equal values mark rows that share a prompt: the test is "
+                        "Rao–Scott corrected and resamples whole prompts (a saved audit folder always uses its own clusters)")
     _diagnostic_out(h)
 
     v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers",
@@ -1164,7 +1168,7 @@ def cmd_heterogeneity(ns) -> int:
     _use_example(ns, "heterogeneity")
     _check_out(ns)
     return _emit(heterogeneity_cli(ns.paths, alpha=ns.alpha, v_target=ns.v_target, min_power=ns.min_power,
-                                   n_resamples=ns.n_resamples, seed=ns.seed), ns)
+                                   n_resamples=ns.n_resamples, seed=ns.seed, cluster=ns.cluster), ns)
 
 
 def cmd_verifier_audit(ns) -> int:
