@@ -414,6 +414,8 @@ def heterogeneity(data, *, model: str | None = None, subset: str = "subset", dro
     "χ² test that correctness is independent of subset, with Cramér's V, power, grade and per-subset accuracy; `cluster` names the column of rows that share a prompt (Rao–Scott corrected)."
     if isinstance(getattr(data, "items", None), pd.DataFrame):        # an AuditResult: test its per-item margins
         data = data.items
+        if cluster is None and "cluster" in data.columns:
+            cluster = "cluster"                                          # the run's own unit of independence
     if model is not None and isinstance(data, pd.DataFrame) and "model" in data.columns:
         data = data[data["model"].astype(str) == model]
         if data.empty:

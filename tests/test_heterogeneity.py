@@ -1,5 +1,6 @@
 """Subset heterogeneity: cross-checks against scipy/statsmodels, file readers and the CLI entry point."""
 import json
+from types import SimpleNamespace
 import math
 
 import numpy as np
@@ -308,6 +309,11 @@ def test_clustered_rows_use_the_rao_scott_correction():
     assert "Rao–Scott" in robust.summary()
     with pytest.raises(HeterogeneityError, match="no `row` column"):
         heterogeneity(rows, model="m", cluster="row")
+    # an audit's result carries its clusters in its items: used without being named, as a saved folder's are
+    run = SimpleNamespace(items=rows.assign(cluster=pd.factorize(rows["prompt"])[0]))
+    from_run = heterogeneity(run, model="m")
+    assert (from_run.statistic, from_run.pvalue, from_run.settings["n_clusters"]) == \
+        (robust.statistic, robust.pvalue, 60)
 
 
 def test_cli_cluster_flag_and_an_audit_folders_own_clusters(tmp_path, capsys):
