@@ -28,6 +28,8 @@ from . import data as ra_data
 from . import multiplicity as ra_multiplicity
 from . import perturbations as ra_perturbations
 from . import scorers as ra_scorers
+from . import specs as ra_specs
+from .specs import dropped_record
 from . import stats as ra_stats
 from . import store as ra_store
 
@@ -35,12 +37,12 @@ from . import store as ra_store
 __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'STEP_SCORE_COLUMNS',
            'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME',
            'BELOW_CHANCE_NOTE', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key',
-           'make_conditions', 'pack_conditions', 'file_conditions', 'dropped_record', 'resolve_scorers',
-           'score_conditions', 'item_clusters', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json',
-           'calibration_json', 'item_lines', 'write_summaries', 'AuditResult', 'package_versions', 'error_control',
-           'too_few_to_test', 'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table',
-           'truncation_warnings', 'style_matrices', 'rewardbench2_headline', 'recorded_reports', 'record_reports',
-           'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
+           'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers', 'score_conditions',
+           'item_clusters', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json', 'calibration_json',
+           'item_lines', 'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
+           'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
+           'style_matrices', 'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable',
+           'below_chance', 'findings', 'findings_html']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -386,16 +388,6 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
                                              for p in map(Path, paths)}
     return original, out
 
-
-def dropped_record(frame: pd.DataFrame) -> dict | None:
-    "What `validate(errors='drop')` left out of `frame`: {count, first_row, field, problem}, or None if nothing."
-    dropped = frame.attrs.get("dropped") or []
-    if not dropped:
-        return None
-    row, field, problem = dropped[0]
-    return {"count": len({r for r, *_ in dropped}), "first_row": _jsonable(row), "field": str(field),
-            "problem": str(problem)}
-
 # %% ../nbs/07_audit.ipynb #7fcabcc5
 def _refuse_unscored(scorer, base: pd.DataFrame, lacking: Mapping[str, tuple[int, int]]) -> None:
     "A score file must score every original and perturbed pair it is audited on; say how many it lacks and why."
@@ -420,19 +412,10 @@ def _refuse_unscored(scorer, base: pd.DataFrame, lacking: Mapping[str, tuple[int
 
 
 def resolve_scorers(scorers: Any) -> list:
-    "Turn a spec, a Scorer, a callable or a list of them into a list of Scorer objects (`scorers.load_scorer`)."
+    "Turn a spec, a Scorer, a callable, a recipe or a list of them into a list of Scorer objects (`specs.scorer_from`)."
     if scorers is None:
         raise AuditError("no scorer given (scorers): pass e.g. 'overlap', a model directory or a callable")
-    if isinstance(scorers, (str, Path)) or callable(scorers) or hasattr(scorers, "score_pairs"):
-        scorers = [scorers]
-    out = []
-    for s in scorers:
-        out.append(s if hasattr(s, "score_pairs") else ra_scorers.load_scorer(str(s) if isinstance(s, Path) else s))
-    names = [s.name for s in out]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise AuditError(f"two scorers share the name {dup[0]!r} (scorers): give them distinct names")
-    return out
+    return ra_specs.scorers_from(scorers)  # one rule for the forms and for two scorers with one name
 
 
 def _open_cache(cache: Any, out: str | Path | None):
@@ -1239,6 +1222,14 @@ def _stamp_data(out: str | Path, original: pd.DataFrame, source: Any, overwrite:
     return fp
 
 # %% ../nbs/07_audit.ipynb #ad8ee614
+def _is_data_spec(data: Any) -> bool:
+    "A data spec for `specs.data_from`: {'paths': ...}, a list of paths or a folder of data files (else `load_preferences`)."
+    if isinstance(data, (str, Path)):  # a plain folder, as `--data DIR`; a folder saved by `datasets` is one dataset
+        return Path(data).is_dir() and not any((Path(data) / m).exists() for m in ra_data._HF_MARKERS)
+    return isinstance(data, Mapping) or (isinstance(data, (list, tuple)) and len(data) > 0
+                                         and all(isinstance(p, (str, Path)) for p in data))
+
+
 @_locked_out
 def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "all", *, seed: int = 0,
           permutations: int = 10_000, alpha: float = 0.05, scale: str = "prob", multiplicity: str = "bh",
@@ -1249,8 +1240,12 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
           errors: str = "raise", overwrite: bool = False,
           perturb_turns: str = "final", group_by: str | None = None,
-          on_start: Callable[[], Any] | None = None, semantic_check: bool = True) -> AuditResult:
-    "Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`)."
+          on_start: Callable[[], Any] | None = None, semantic_check: bool = True,
+          rewriter: Any = None) -> AuditResult:
+    """Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`).
+
+    `data`, `scorers`, `engine` and `rewriter` take specs (`specs`): e.g. `{"paths": [...], "limit": 200}`,
+    `["overlap", "rm=PATH", {"model": PATH, "kind": "dpo", "reference": PATH}]`, `"ray"`, `{"model": DIR}`."""
     from tqdm import tqdm
     t_start, cpu_start = time.perf_counter(), _cpu()
     settings = AuditSettings(seed=seed, permutations=permutations, alpha=alpha, scale=scale,
@@ -1268,6 +1263,9 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     else:
         source = data if isinstance(data, (str, Path)) else getattr(data, "attrs", {}).get(
             "source", f"<{type(data).__name__}>")
+        if _is_data_spec(data):  # several files, a folder or {"paths": [...], "limit": N}
+            data = ra_specs.data_from(data, errors=errors, seed=seed)
+            source = data.attrs.get("source", source)
         original = ra_data.load_preferences(data, errors=errors) if not isinstance(data, pd.DataFrame) \
             else ra_data.validate(data)
         conds = dict(conditions or {})
@@ -1275,7 +1273,12 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     names = perturbation_names(perturbations) if perturbations is not None else []
     if isinstance(perturbations, str) and perturbations.strip().lower() == "all" and "chosen_steps" in original.columns:
         names += [n for n in ra_perturbations.STEP_PERTURBATIONS if n not in names]  # step solutions: SN and MX too
+    if rewriter is not None:  # the *-model perturbations' rewriter, from a spec ({"model": DIR}, {"url", "name"})
+        rewriter = ra_specs.rewriter_from(rewriter, names)
+        if rewriter is not None:
+            perturb_options = {**(perturb_options or {}), "rewriter": rewriter}
     scorer_objs = resolve_scorers(scorers)
+    engine = ra_specs.engine_from(engine)
     # refuse a folder holding another dataset's run before any write (overwrite clears it); `on_start` runs once
     # every input is checked, before the first write into `out`
     if out is not None:

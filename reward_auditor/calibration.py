@@ -20,7 +20,8 @@ from scipy import optimize, special, stats as sps
 
 from .heterogeneity import wilson_interval
 from .multiplicity import bh_adjust
-from .safety import atomic_write, file_sha256, md_escape, plain_line, reading
+from .safety import atomic_write, file_sha256, md_escape, reading
+from .tables import write_summaries
 from .stats import signflip_tests
 
 # %% auto #0
@@ -820,9 +821,7 @@ class CalibrationResult:
             atomic_write(out / f"{name}.parquet", lambda p, f=frame: f.to_parquet(p, index=False))
         atomic_write(out / "calibration.json", json.dumps({"kind": "calibration", "settings": self.settings,
                                                            "findings": self.findings}, indent=1, default=_num) + "\n")
-        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
-        atomic_write(out / "report.md", self.to_markdown() + "\n")
-        return out
+        return write_summaries(out, self)
 
     @classmethod
     def load(cls, path) -> "CalibrationResult":

@@ -16,16 +16,20 @@ import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
+from .specs import DATA_SUFFIXES, SpecError, data_files, data_from, limit_pairs, load_data
+from .specs import split_name, subset_names
+
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'PRM_OPTIONS', 'MODEL_OPTIONS',
-           'RUN_FILE', 'EXECUTION_OPTIONS', 'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS',
-           'RESUME_THIS_COMMAND', 'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'DATA_SUFFIXES', 'CONTROL_SCORERS',
-           'COMMANDS', 'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'error_line', 'example_path', 'make_rewriter',
-           'build_parser', 'resolve_audit_args', 'split_name', 'data_files', 'limit_pairs', 'subset_names', 'load_data',
-           'cli_syntax', 'make_scorers', 'make_endpoint_scorer', 'make_engine', 'add_comparison', 'run_audit',
-           'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_cache',
-           'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_calibration',
-           'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines', 'main']
+__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'PRM_OPTIONS',
+           'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS', 'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS',
+           'RESUME_THIS_COMMAND', 'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'CONTROL_SCORERS', 'COMMANDS',
+           'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'cli_syntax', 'spec_option', 'error_line', 'example_path',
+           'rewriter_spec', 'make_rewriter', 'build_parser', 'resolve_audit_args', 'scorer_specs', 'make_scorers',
+           'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec', 'make_engine', 'data_spec', 'add_comparison',
+           'run_audit', 'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
+           'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta',
+           'cmd_calibration', 'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines',
+           'interrupted_line', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -40,7 +44,7 @@ class CLIError(ValueError):
 INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError", "CalibrationError",
-                          "EngineError", "CompareError"})  # a unit failed in the user's model or code: the message names it
+                          "EngineError", "CompareError", "SpecError"})  # a unit failed in the user's model or code: the message names it
 
 
 import errno as _errno
@@ -60,10 +64,30 @@ def is_input_error(e: BaseException) -> bool:
 COLUMNS_HINT = "say which columns hold the fields with --columns prompt=COLUMN,chosen=COLUMN,rejected=COLUMN"
 
 
+def cli_syntax(message: str) -> str:
+    "Rewrite Python-call advice in a library message into command-line options (kind='dpo' → --kind dpo)."
+    import re
+    message = re.sub(r"\b(kind|reference|beta|reduction|trust_remote_code)='?([^'\s,)]*)'?",
+                     lambda m: f"--{m.group(1).replace('_', '-')}" + (f" {m.group(2)}" if m.group(2) else ""),
+                     message)
+    return message.replace("without --kind (discriminative)", "without --kind (or with --kind discriminative)")
+
+
+SPEC_OPTIONS = {"scorers": "--model/--scorer", "rewriter": "--rewriter-model/--rewriter-url", "data.paths": "--data",
+                "data.limit": "--limit", "data.format": "--format", "data.columns": "--columns"}
+
+
+def spec_option(field: str) -> str:
+    "The option that sets a spec's field: 'engine' → --engine, 'endpoint.api' → --endpoint-api."
+    return SPEC_OPTIONS.get(field) or "--" + field.replace(".", "-").replace("_", "-")
+
+
 def error_line(e: BaseException) -> str:
     "The one line printed for an error: program, 'error', the message with newlines folded and secrets masked."
     from reward_auditor.guards import mask_secrets
     msg = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, SpecError):  # a spec's field, said as the option that sets it
+        msg = f"{cli_syntax(' '.join(e.what.split()))} ({spec_option(e.field)})"
     msg = msg.replace("rename columns with columns={'old': 'new'}", COLUMNS_HINT)  # Python's advice, in flags
     if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
             e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
@@ -454,29 +478,22 @@ def _rewriter_options(g, default) -> None:
                    help="the model name to request from --rewriter-url")
 
 
+def rewriter_spec(args: dict) -> dict | None:
+    "The rewriter spec of --rewriter-model/--rewriter-url/--rewriter-name ({'model': DIR} or {'url', 'name'}), or None."
+    spec = {k: args.get(f"rewriter_{k}") for k in ("model", "url", "name") if args.get(f"rewriter_{k}")}
+    return spec or None
+
+
 def make_rewriter(args: dict, names: list[str]):
-    "The rewriter for the *-model perturbations among `names` from --rewriter-model/--rewriter-url, or None."
+    "The rewriter for the *-model perturbations among `names` from --rewriter-model/--rewriter-url (`specs.rewriter_from`)."
     from reward_auditor.perturbations import ModelRewrite, registry
+    from reward_auditor.specs import rewriter_from
+    spec = rewriter_spec(args)
     wanted = [n for n in names if isinstance(registry.get(n), ModelRewrite)]
-    local, url, name = args.get("rewriter_model"), args.get("rewriter_url"), args.get("rewriter_name")
-    if not wanted:
-        if local or url:
-            raise CLIError("a rewriter is given but no *-model perturbation is selected (e.g. --perturbations "
-                           "LE-model)", "--rewriter-model/--rewriter-url")
-        return None
-    if local and url:
-        raise CLIError("give one rewriter: --rewriter-model DIR or --rewriter-url URL, not both", "--rewriter-model")
-    if not local and not url:
+    if wanted and not (spec or {}).keys() & {"model", "url"}:  # the advice in options, not in a recipe
         raise CLIError(f"{', '.join(wanted)} need(s) a rewriter: pass --rewriter-model DIR (a local causal LM) or "
                        "--rewriter-url URL --rewriter-name MODEL (an OpenAI-compatible endpoint)", "--perturbations")
-    from reward_auditor import rewriters
-    if local:
-        if not (Path(local) / "config.json").is_file():
-            raise CLIError(f"{local} is not a model folder (no config.json)", "--rewriter-model")
-        return rewriters.TransformersRewriter(local)
-    if not name:
-        raise CLIError("--rewriter-url needs --rewriter-name MODEL, the model the endpoint serves", "--rewriter-name")
-    return rewriters.OpenAIRewriter(url, name)
+    return rewriter_from(spec, names)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -528,8 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="render the HTML report of a saved run (or compare several)")
     _common(r)
     r.add_argument("run", help="a run folder written by `audit`")
-    r.add_argument("--by", choices=["model", "subset"], default="model",
-                   help="one section per model (default) or per subset")
+    r.add_argument("--by", choices=["model", "subset", "turns"], default="model",
+                   help="one section per model (default) or per subset; turns: the report of a run audited with "
+                        "--by turns (single- and multi-turn items of every subset apart)")
     r.add_argument("--compare", nargs="+", default=[], metavar="RUN", help="more run folders to compare with")
     r.add_argument("--out", default=None, help="folder for the report (default: the run folder)")
 
@@ -712,144 +730,20 @@ def resolve_audit_args(given: dict) -> dict:
                        "--model/--scorer")
     return args
 
-# %% ../nbs/10_cli.ipynb #7209751b
-DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
-
-
-def split_name(spec: str) -> tuple[str | None, str]:
-    "'NAME=PATH' → (NAME, PATH); anything else (or an existing path containing '=') → (None, spec)."
-    name, eq, rest = str(spec).partition("=")
-    if not eq or not name or not rest or "/" in name or "\\" in name or Path(spec).exists():
-        return None, str(spec)
-    return name, rest
-
-
-def data_files(paths: str | Sequence[str]) -> list[str]:
-    "Expand --data arguments: a plain folder becomes its data files (sorted); files, HF folders, 'sample' stay."
-    from reward_auditor.data import _HF_MARKERS
-    out: list[str] = []
-    for p in [paths] if isinstance(paths, (str, Path)) else paths:
-        q = Path(p)
-        if q.is_dir() and not any((q / m).exists() for m in _HF_MARKERS):
-            found = sorted(str(f) for f in q.iterdir() if f.is_file() and f.suffix.lower() in DATA_SUFFIXES
-                           and not f.name.startswith(".") and not f.name.endswith(".records.json"))
-            if not found:
-                raise CLIError(f"folder {q} holds no data file ({', '.join(DATA_SUFFIXES)})", "--data")
-            out += found
-        else:
-            out.append(str(p))
-    return out
-
-
-def limit_pairs(frame, n: int, seed: int = 0):
-    "A seeded random `n` rows, allocated to subsets in proportion to size (at least 2 each), original order kept."
-    import numpy as np
-    sizes = frame["subset"].astype(str).value_counts(sort=False)
-    if n >= len(frame):
-        return frame
-    floor = {s: min(2, int(c)) for s, c in sizes.items()}
-    spare = max(n - sum(floor.values()), 0)
-    rest = {s: int(c) - floor[s] for s, c in sizes.items()}
-    total_rest = sum(rest.values())
-    share = {s: spare * r / total_rest if total_rest else 0.0 for s, r in rest.items()}
-    take = {s: floor[s] + int(share[s]) for s in sizes.index}
-    left = n - sum(take.values())  # largest remainders get the rounding leftovers
-    for s in sorted(sizes.index, key=lambda s: (-(share[s] - int(share[s])), str(s))):
-        if left <= 0:
-            break
-        if take[s] < sizes[s]:
-            take[s] += 1
-            left -= 1
-    rng = np.random.default_rng(seed)
-    keep = []
-    sub = frame["subset"].astype(str).to_numpy()
-    for s in sizes.index:
-        idx = np.flatnonzero(sub == s)
-        keep += list(rng.choice(idx, size=min(take[s], len(idx)), replace=False))
-    out = frame.iloc[sorted(keep)].reset_index(drop=True)
-    out.attrs = dict(frame.attrs)
-    return out
-
-
-def subset_names(files: Sequence[str]) -> list[str]:
-    "Each file's subset name: its stem, or the shortest ending of its path that no other file shares."
-    import os
-    paths = [Path(os.path.abspath(f)) for f in files]
-    twice = next((f for f, p in zip(files, paths) if paths.count(p) > 1), None)
-    if twice is not None:
-        raise CLIError(f"{twice} is given twice; give each data file once", "--data")
-
-    def label(p: Path, depth: int, suffix: bool) -> str:
-        return "/".join([*p.parts[-depth:-1], p.name if suffix else p.stem]) if depth > 1 else (
-            p.name if suffix else p.stem)
-    out = []
-    for i, p in enumerate(paths):
-        others = [q for j, q in enumerate(paths) if j != i]
-        for depth in range(1, len(p.parts) + 1):
-            name = next((label(p, depth, sfx) for sfx in (False, True) if label(p, depth, sfx) not in
-                         {label(q, depth, s) for q in others for s in (False, True)}), None)
-            if name is not None:
-                break
-        else:
-            raise CLIError(f"{files[i]}: no subset name tells it apart from the other data files; rename one",
-                           "--data")
-        out.append(name)
-    return out
-
-
-def load_data(paths: str | Sequence[str], format: str | None = None, errors: str = "raise",
-              limit: int | None = None, seed: int = 0, columns: dict | None = None):
-    "Load one or several --data sources into one validated frame (each file its own subset unless named)."
-    import pandas as pd
-    from reward_auditor.data import load_preferences, validate
-    from reward_auditor.audit import dropped_record
-    files = data_files(paths)
-    dropped = {}
-    if len(files) == 1:
-        frame = load_preferences(files[0], format=format, errors=errors, columns=columns)
-        dropped[files[0]] = dropped_record(frame)
-    else:
-        parts = []
-        for f, name in zip(files, subset_names(files)):
-            part = load_preferences(f, format=format, errors=errors, subset=name, columns=columns)
-            dropped[f] = dropped_record(part)
-            parts.append(part.assign(_file=name))
-        frame = pd.concat(parts, ignore_index=True)
-        ids = frame["id"].astype(str)
-        clash = ids.duplicated(keep=False)
-        frame.loc[clash, "id"] = frame.loc[clash, "_file"] + ":" + ids[clash]
-        frame = validate(frame.drop(columns="_file"), ", ".join(files), errors=errors)
-        dropped[", ".join(files)] = dropped_record(frame)
-    frame.attrs["dropped_invalid"] = {k: v for k, v in dropped.items() if v}  # for the manifest and results.json
-    if limit is not None:
-        frame = limit_pairs(frame, limit, seed)
-    frame.attrs["source"] = ", ".join(files) + (f" (limit {limit}, seed {seed})" if limit else "")
-    return frame
-
-
-def cli_syntax(message: str) -> str:
-    "Rewrite Python-call advice in a library message into command-line options (kind='dpo' → --kind dpo)."
-    import re
-    message = re.sub(r"\b(kind|reference|beta|reduction|trust_remote_code)='?([^'\s,)]*)'?",
-                     lambda m: f"--{m.group(1).replace('_', '-')}" + (f" {m.group(2)}" if m.group(2) else ""),
-                     message)
-    return message.replace("without --kind (discriminative)", "without --kind (or with --kind discriminative)")
-
 # %% ../nbs/10_cli.ipynb #f3392df3
 CONTROL_SCORERS = ("overlap", "length", "noise")
 
 
-def make_scorers(args: dict) -> list:
-    "Scorer objects for --scorer and --model arguments (`scorers.load_scorer`)."
-    from reward_auditor.scorers import load_scorer
-    out = []
+def scorer_specs(args: dict) -> list:
+    "The scorer specs of --scorer, --model (with --kind and the model options) and --endpoint, for `specs.scorer_from`."
+    out: list = []
     for spec in args.get("scorer") or []:
         name, s = split_name(spec)
         if s not in CONTROL_SCORERS and not Path(s).is_file():
             raise CLIError(f"unknown scorer {s!r}: use {', '.join(CONTROL_SCORERS)} or a score file "
                            f"(models go to --model)", "--scorer")
-        out.append(load_scorer(s, **({"name": name} if name else {})))
-    kw = {k: args[k] for k in MODEL_OPTIONS if args.get(k) is not None}
+        out.append(spec)
+    kw = {k: args[k] for k in ("kind", *MODEL_OPTIONS) if args.get(k) is not None}
     prm_opts = {k: args[k] for k in PRM_OPTIONS if args.get(k) is not None}
     if prm_opts and args.get("kind") != "prm":
         raise CLIError(f"--{next(iter(prm_opts)).replace('_', '-')} applies to process reward models: add --kind prm",
@@ -859,14 +753,28 @@ def make_scorers(args: dict) -> list:
         kw["trust_remote_code"] = True
     for spec in args.get("model") or []:
         name, m = split_name(spec)
-        try:
-            out.append(load_scorer(m, kind=args.get("kind"), **kw, **({"name": name} if name else {})))
-        except Exception as e:
-            if not is_input_error(e):
-                raise
-            raise CLIError(cli_syntax(" ".join(str(e).split())), "--model") from e
+        out.append({"model": m, **kw, **({"name": name} if name else {})})
     if args.get("endpoint"):
-        out.append(make_endpoint_scorer(args))
+        out.append(endpoint_recipe(args))
+    return out
+
+
+def make_scorers(args: dict) -> list:
+    "Scorer objects of `scorer_specs(args)`; a model or endpoint that cannot be used is one line naming its option."
+    from reward_auditor.specs import scorer_from
+    out = []
+    for spec in scorer_specs(args):
+        if isinstance(spec, str):
+            out.append(scorer_from(spec))
+        elif spec.get("endpoint"):
+            out.append(make_endpoint_scorer(spec))
+        else:
+            try:
+                out.append(scorer_from(spec))
+            except Exception as e:
+                if not is_input_error(e):
+                    raise
+                raise CLIError(cli_syntax(" ".join(str(e).split())), "--model") from e
     names = [s.name for s in out]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
@@ -875,25 +783,23 @@ def make_scorers(args: dict) -> list:
     return out
 
 
-def make_endpoint_scorer(args: dict):
-    "The endpoint scorer of --endpoint and its options (the API key stays in its environment variable)."
-    from reward_auditor.endpoints import API_KEY_ENV, EndpointChatJudgeScorer, EndpointJudgeScorer, EndpointRewardScorer
-    kind = args.get("kind")
-    if kind not in (None, "discriminative", "rm", "classifier", "seq-cls", "judge", "generative"):
-        raise CLIError(f"--endpoint scores reward models (/classify) and judges (--kind judge, /v1/completions); "
-                       f"--kind {kind} is not available over HTTP", "--kind")
-    cls = EndpointJudgeScorer if kind in ("judge", "generative") else EndpointRewardScorer
-    if args.get("endpoint_api") == "chat":
-        if cls is not EndpointJudgeScorer:
-            raise CLIError("--endpoint-api chat reads a judge's verdict; add --kind judge", "--endpoint-api")
-        cls = EndpointChatJudgeScorer
-    kw = {k: args[k] for k in ("batch_size", "max_length") if args.get(k) is not None}
+def endpoint_recipe(args: dict) -> dict:
+    "The endpoint recipe of --endpoint and its options (`specs.endpoint_scorer`); the API key stays in its variable."
+    recipe = {"endpoint": args["endpoint"], "model": args.get("endpoint_model"),
+              "tokenizer": args.get("endpoint_tokenizer"), "kind": args.get("kind"), "api": args.get("endpoint_api"),
+              "concurrency": args.get("endpoint_concurrency"), "timeout": args.get("endpoint_timeout"),
+              "api_key_env": args.get("api_key_env"), "batch_size": args.get("batch_size"),
+              "max_length": args.get("max_length")}
+    return {k: v for k, v in recipe.items() if v is not None}
+
+
+def make_endpoint_scorer(recipe: dict):
+    "The endpoint scorer of an endpoint recipe; a server that cannot be used is a one-line error naming --endpoint."
+    from reward_auditor.specs import endpoint_scorer
     try:
-        return cls(args["endpoint"], model=args.get("endpoint_model"),
-                                    tokenizer=args.get("endpoint_tokenizer"),
-                                    concurrency=args.get("endpoint_concurrency") or 4,
-                                    timeout=args.get("endpoint_timeout") or 60.0,
-                                    api_key_env=args.get("api_key_env") or API_KEY_ENV, **kw)
+        return endpoint_scorer(recipe)
+    except SpecError:
+        raise
     except Exception as e:
         if not is_input_error(e):
             raise
@@ -902,17 +808,22 @@ def make_endpoint_scorer(args: dict):
 
 
 # %% ../nbs/10_cli.ipynb #26f88b30
+def engine_spec(args: dict) -> dict:
+    "The engine spec of --engine and its options (`specs.engine_from`): {'name': 'local'} scores in this process."
+    spec = {"name": args.get("engine") or "local", "address": args.get("address"), "workers": args.get("workers"),
+            "gpus_per_worker": args.get("gpus_per_worker"), "unit_batches": args.get("unit_batches")}
+    return {k: v for k, v in spec.items() if v is not None}
+
+
 def make_engine(args: dict):
-    "The engine of --engine (None for the plain in-process path); a missing Ray extra is a one-line CLI error."
-    name = args.get("engine") or "local"
-    if name == "local":
-        return None
-    from reward_auditor.engines import EngineError, make_engine as _make
-    try:
-        return _make(name, address=args.get("address"), workers=args.get("workers") or 1,
-                     gpus_per_worker=args.get("gpus_per_worker") or 0.0, unit_batches=args.get("unit_batches") or 4)
-    except EngineError as e:
-        raise CLIError(str(e), "--engine") from None
+    "The engine of `engine_spec(args)` (`specs.engine_from`; None for the plain in-process path)."
+    from reward_auditor.specs import engine_from
+    return engine_from(engine_spec(args))
+
+
+def data_spec(args: dict) -> dict:
+    "The data spec of --data, --format, --limit and --columns (`specs.data_from`; --limit's seed is --seed)."
+    return {"paths": args["data"], **{k: args[k] for k in ("format", "limit", "columns") if args.get(k) is not None}}
 
 # %% ../nbs/10_cli.ipynb #ab1330a3
 def _progress(ns) -> bool:
@@ -997,9 +908,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
                 if solutions is not None and args.get("limit"):  # the same seeded, subset-proportional sample
                     solutions = limit_pairs(solutions, args["limit"], args["seed"])
             try:
-                data = load_data(args["data"], format=args.get("format"),
-                                 errors="drop" if args.get("drop_invalid") else "raise", limit=args.get("limit"),
-                                 seed=args["seed"], columns=args.get("columns"))
+                data = data_from(data_spec(args), errors="drop" if args.get("drop_invalid") else "raise",
+                                 seed=args["seed"])
             except Exception as e:
                 if solutions is None or "no preference pair" not in str(e):
                     raise
@@ -1055,7 +965,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
                        semantic_check=args.get("semantic_check", "on") != "off",
                        errors="drop" if args.get("drop_invalid") else "raise",
-                       perturb_options={"rewriter": rewriter} if rewriter is not None else None,
+                       rewriter=rewriter,
                        on_start=save_arguments)
     if solutions is not None:
         run_prm_step_audits(args, solutions, scorers, out, pert, progress)
@@ -1146,8 +1056,7 @@ def cmd_perturb(ns) -> int:
     if out.suffix not in (".jsonl", ".csv", ".parquet"):
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
     check_writable(out.parent)
-    data = load_data(ns.data, format=ns.format, errors="drop" if ns.drop_invalid else "raise", limit=ns.limit,
-                     seed=ns.seed, columns=ns.columns)
+    data = data_from(data_spec(vars(ns)), errors="drop" if ns.drop_invalid else "raise", seed=ns.seed)
     try:
         names = perturbation_names(ns.perturbations)
     except ValueError as e:
@@ -1449,6 +1358,35 @@ def _masked_warnings():
     return restore
 
 
+def interrupted_line(ns: argparse.Namespace | None) -> str:
+    "One line for Ctrl-C: what the interrupted command kept (the run folder's scores and conditions) and how to go on."
+    out = getattr(ns, "out", None)
+    if getattr(ns, "command", None) not in ("audit", "demo") or not out:
+        return f"{PROG}: interrupted; files are written whole, so any already there is complete"
+    out = Path(out)
+    cache = Path(getattr(ns, "cache", None) or out / "scores.sqlite")
+    conditions = out / "conditions"
+    made = sorted(p.stem for p in conditions.glob("*.json"))  # a condition's record is written after its parquet
+    kept = ([f"the scores computed so far in {cache}"] if cache.exists() else []) + (
+        [f"the perturbed conditions made so far ({', '.join(made)}) in {conditions}"] if made else [])
+    if not kept:
+        return f"{PROG}: interrupted before any score or condition was kept in {out}"
+    again = "rerun the same command with --resume" if ns.command == "audit" else "rerun the same command"
+    return f"{PROG}: interrupted; kept {' and '.join(kept)}: {again} to continue from them"
+
+
+def _leave_now(code: int) -> None:
+    "End the process without the interpreter's teardown (seconds with torch loaded), our worker processes first."
+    import multiprocessing
+    if "ray" in sys.modules:  # Ray's own exit handler stops the workers it started
+        return
+    for child in multiprocessing.active_children():
+        child.terminate()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _stdout_gone() -> int:
     "A reader closed our stdout (`| head`): send the rest to /dev/null and end quietly, as a pipe writer does."
     try:
@@ -1462,12 +1400,14 @@ def _stdout_gone() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of the `reward-auditor` command."
+    console = argv is None  # the command itself, not a call from Python: an interrupt may end the process at once
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     restore = quiet_bars(quiet="-q" in argv or "--quiet" in argv)
     unmask = _masked_warnings()
     restore_warnings = warning_lines()
+    ns = None
     try:
         parser = build_parser()
         ns, extra = parser.parse_known_args(argv)
@@ -1479,8 +1419,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _stdout_gone()
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; scores computed so far are in the cache, rerun with --resume to continue",
-              file=sys.stderr)
+        lead = "\n" if sys.stderr.isatty() else ""  # the terminal's ^C (or a progress bar) holds the line
+        print(lead + interrupted_line(ns), file=sys.stderr, flush=True)
+        if console:
+            _leave_now(130)
         return 130
     except BaseException as e:
         if isinstance(e, SystemExit):

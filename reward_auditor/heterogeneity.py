@@ -18,7 +18,7 @@ import pandas as pd
 
 from .safety import atomic_write, md_escape, plain_line, reading
 from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
-                                   read_json, write_frame, write_json)
+                                   read_json, write_frame, write_json, write_summaries)
 from scipy import optimize, stats
 
 # %% auto #0
@@ -531,11 +531,8 @@ class HeterogeneityReport:
         write_frame(self.excess, out / "excess.parquet")
         for i, r in enumerate(self.results.values()):
             r.save(out / "models" / f"{i:03d}")
-        write_json(out / "report.json", {"kind": "heterogeneity", "models": list(self.results), "alpha": self.alpha,
-                                          "skipped": self.skipped})
-        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
-        atomic_write(out / "report.md", self.to_markdown() + "\n")
-        return out
+        return write_summaries(out, self, {"kind": "heterogeneity", "models": list(self.results), "alpha": self.alpha,
+                                           "skipped": self.skipped})
 
     @classmethod
     def load(cls, path) -> "HeterogeneityReport":

@@ -175,6 +175,20 @@ def test_audit_with_two_models_adds_the_comparison(runs):
     assert comp["settings"]["models"] == ["length", "noise"] and comp["settings"]["B"] == 300
     assert {r["model_a"] for r in comp["robustness"]} == {"length"}
     assert len(comp["ranks"]) == 2 * len(summary["models"]["length"])
+    # the accuracy on the original pairs, recounted from items.parquet and tested with scipy's exact binomial test
+    items = pd.read_parquet(runs / "both" / "items.parquet")
+    orig = items[items["perturbation"] == "EF"].pivot_table(index=["subset", "id"], columns="model",
+                                                              values="margin_before")
+    acc = {r["subset"]: r for r in comp["accuracy"] if r["condition"] == "orig"}
+    assert sorted(acc) == sorted(orig.index.unique("subset"))
+    for subset, g in orig.groupby(level="subset"):
+        right_a, right_b = g["length"] > 0, g["noise"] > 0
+        a_only, b_only = int((right_a & ~right_b).sum()), int((right_b & ~right_a).sum())
+        row = acc[subset]
+        assert (row["n"], row["n_a_only"], row["n_b_only"]) == (len(g), a_only, b_only)
+        assert math.isclose(row["acc_a"], right_a.mean()) and math.isclose(row["acc_b"], right_b.mean())
+        want = sps.binomtest(a_only, a_only + b_only).pvalue if a_only + b_only else 1.0
+        assert math.isclose(row["p"], want, rel_tol=1e-12)
 
 
 def test_cli_compare_writes_three_files(runs, tmp_path, capsys):

@@ -18,7 +18,7 @@ FLOORS = [
     ("scorer kinds", {"scorer_kinds"}),
     ("scorer families", {"families", "endpoints", "prm"}),
     ("scorers", {"scorers"}),
-    ("runs", {"engines", "audit", "verifiers", "protocol", "prm_audit"}),
+    ("runs", {"engines", "specs", "audit", "verifiers", "protocol", "prm_audit"}),
     ("reports", {"report"}),
     ("command line", {"cli"}),
 ]
