@@ -38,11 +38,11 @@ __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS',
            'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME',
            'BELOW_CHANCE_NOTE', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key',
            'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers', 'score_conditions',
-           'item_clusters', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json', 'calibration_json',
-           'item_lines', 'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
-           'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
-           'style_matrices', 'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable',
-           'below_chance', 'findings', 'findings_html']
+           'item_clusters', 'item_cluster_codes', 'family_seed', 'differences', 'family_table', 'decide',
+           'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult', 'package_versions',
+           'error_control', 'too_few_to_test', 'detectability_warnings', 'change_stats', 'truncation_counts',
+           'truncation_table', 'truncation_warnings', 'style_matrices', 'rewardbench2_headline', 'recorded_reports',
+           'record_reports', 'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -165,7 +165,8 @@ def _jsonable(x):
     return x
 
 
-def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, semantic_check: bool = True) -> str:
+def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping,
+                   semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT) -> str:
     "What a stored condition depends on: the data, the perturbation and its version, the seed and options."
     p = ra_perturbations.registry[name]
     blob = json.dumps([data_fingerprint(data), name, str(getattr(p, "version", ""))
@@ -183,7 +184,7 @@ def _storable(name: str, options: Mapping) -> bool:
 
 
 def store_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, turns: str = "final",
-              semantic_check: bool = True) -> str | None:
+              semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT) -> str | None:
     """The content key of a condition in the cross-run store: items' texts, perturbation, version and options, seed,
     meaning check, backends' versions and rewriter identity (None when the condition cannot be stored)."""
     pt = ra_perturbations
@@ -269,7 +270,7 @@ def _save_condition(store: Path, cond, key: str) -> None:
 def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed: int = 0,
                     on_unavailable: str = "skip", progress: bool = False, store: str | Path | None = None,
                     workers: int | None = None, turns: str = "final", perturber: Any = None,
-                    semantic_check: bool = True, report: dict | None = None,
+                    semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, report: dict | None = None,
                     **options) -> tuple[dict, dict[str, str]]:
     """Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason}).
 
@@ -291,7 +292,7 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
     source, cpu = {}, {}
     emb0 = ra_store.embedding_stats()
     turn_kw = {"turns": turns} if turns != "final" else {}
-    check_kw = {} if semantic_check else {"semantic_check": False}
+    check_kw = {} if semantic_check == pt.SEMANTIC_CHECK_DEFAULT else {"semantic_check": bool(semantic_check)}
     for name in tqdm(names, desc="perturb", disable=not progress, leave=False):
         t0 = _cpu()
         # each perturbation gets the options it takes (a rewriter goes to the *-model variants only)
@@ -523,6 +524,12 @@ def item_clusters(data: pd.DataFrame, group_by: str | None = None) -> tuple[pd.S
     ids = data["id"].astype(str)
     labels = np.where(col.isna(), "item\x00" + ids, "c\x00" + col.astype(str))
     return pd.Series(labels, index=ids.to_numpy(), name="cluster"), by
+
+
+def item_cluster_codes(clusters: pd.Series, ids) -> np.ndarray:
+    "Cluster code of each item id (0..G−1 in order of first appearance in the data): the `cluster` column of the run's items."
+    code = pd.Series(ra_stats.cluster_index(clusters.to_numpy(object), len(clusters)), index=clusters.index)
+    return pd.Series(ids).astype(str).map(code).to_numpy(np.int64)
 
 # %% ../nbs/07_audit.ipynb #44a57e05
 def family_seed(seed: int, *parts: str) -> int:
@@ -1240,8 +1247,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
           errors: str = "raise", overwrite: bool = False,
           perturb_turns: str = "final", group_by: str | None = None,
-          on_start: Callable[[], Any] | None = None, semantic_check: bool = True,
-          rewriter: Any = None) -> AuditResult:
+          on_start: Callable[[], Any] | None = None,
+          semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, rewriter: Any = None) -> AuditResult:
     """Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`).
 
     `data`, `scorers`, `engine` and `rewriter` take specs (`specs`): e.g. `{"paths": [...], "limit": 200}`,
@@ -1326,6 +1333,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     items["confidence_after"] = ra_stats.confidence(items["margin_after"].to_numpy(float), settings.scale)
     items["delta"] = differences(items["margin_before"].to_numpy(float), items["margin_after"].to_numpy(float),
                                  settings.scale)
+    items["cluster"] = item_cluster_codes(clusters, items["id"])   # the unit of independence, for compare/calibration
     truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
     style_matrix = {sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
     rb2 = rewardbench2_headline(original, items, seed=settings.seed)

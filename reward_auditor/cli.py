@@ -109,6 +109,7 @@ EPILOGS = {
 `subset` and one of `correct` (true/false), `results` (1/0), `margin` (> 0 is right) or
 `scores_chosen`/`scores_rejected`; a saved audit folder works too. One row:
   {"id": "chat-0", "subset": "chat", "correct": true}
+rows that share a prompt: --cluster COLUMN names the field that marks it (a saved audit folder uses its own clusters)
 try it: reward-auditor heterogeneity --example --out runs/het""",
     "verifier-audit": """input: none needed (built-in gold answers); --golds takes a .jsonl/.json/.csv file with a
 `gold` column (LaTeX answer) and optional `id`, `kind`, `identities`. One row:
@@ -344,8 +345,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="which user turns of a conversation prompt-side perturbations change: the final one "
                         "(default) or every one")
     g.add_argument("--semantic-check", choices=["on", "off"], default=S,
-                   help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on); off "
-                        "is recorded in the manifest and the report says the rewrites were not checked")
+                   help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on; needs "
+                        "reward-auditor[semantic]); off loads no model, is recorded in the manifest, and the report "
+                        "says the rewrites were not checked")
     _rewriter_options(g, S)
     g = p.add_argument_group("scorers")
     g.add_argument("--model", action="append", default=S, metavar="[NAME=]PATH",
@@ -566,6 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999,
                    help="resampled tables for the p-value when expected counts are small (default 9999)")
     h.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    h.add_argument("--cluster", metavar="COLUMN", default=None,
+                   help="results files' field whose equal values mark rows that share a prompt: the test is "
+                        "Rao–Scott corrected and resamples whole prompts (a saved audit folder always uses its own clusters)")
     _diagnostic_out(h)
 
     v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers",
@@ -1163,7 +1168,7 @@ def cmd_heterogeneity(ns) -> int:
     _use_example(ns, "heterogeneity")
     _check_out(ns)
     return _emit(heterogeneity_cli(ns.paths, alpha=ns.alpha, v_target=ns.v_target, min_power=ns.min_power,
-                                   n_resamples=ns.n_resamples, seed=ns.seed), ns)
+                                   n_resamples=ns.n_resamples, seed=ns.seed, cluster=ns.cluster), ns)
 
 
 def cmd_verifier_audit(ns) -> int:
