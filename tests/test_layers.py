@@ -18,7 +18,8 @@ FLOORS = [
     ("scorer kinds", {"scorer_kinds"}),
     ("scorer families", {"families", "endpoints", "prm"}),
     ("scorers", {"scorers"}),
-    ("runs", {"engines", "specs", "audit", "verifiers", "protocol", "prm_audit"}),
+    ("runs", {"engines", "specs", "audit", "verifier_answers", "verifier_transforms", "verifiers", "protocol",
+              "prm_audit"}),
     ("reports", {"report"}),
     ("command line", {"cli"}),
 ]
