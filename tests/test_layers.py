@@ -15,7 +15,7 @@ FLOORS = [
     ("statistics", {"stats", "multiplicity", "heterogeneity", "meta", "compare", "calibration"}),
     ("plots", {"plots"}),
     ("perturbations", {"rewriters", "perturbations"}),
-    ("scorer kinds", {"scorer_kinds"}),
+    ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds"}),
     ("scorer families", {"families", "endpoints", "prm"}),
     ("scorers", {"scorers"}),
     ("runs", {"engines", "specs", "audit", "verifier_answers", "verifier_transforms", "verifiers", "protocol",
