@@ -36,6 +36,31 @@ class _Package(_types.ModuleType):
 
 _sys.modules[__name__].__class__ = _Package
 
+import os as _os
+import warnings as _warnings
+
+_HERE = _os.path.dirname(_os.path.abspath(__file__)) + _os.sep
+
+
+def _raised_here(category, filename) -> bool:
+    "Whether the package raised the warning: its own category, its own file, or its code calling `warnings.warn`."
+    if getattr(category, "__module__", "").startswith(__name__ + ".") or str(filename).startswith(_HERE):
+        return True
+    f = _sys._getframe(2)  # past this function and the formatter: the warnings machinery, then the raiser
+    while f is not None and f.f_code.co_filename.endswith("warnings.py"):
+        f = f.f_back
+    return f is not None and f.f_code.co_filename.startswith(_HERE)
+
+
+def _format_warning(message, category, filename, lineno, line=None, _python=_warnings.formatwarning):
+    "The package's warnings as `Category: message` (no file, line number or source line); others as before."
+    if _raised_here(category, filename):
+        return f"{category.__name__}: {message}\n"
+    return _python(message, category, filename, lineno, line)
+
+
+_warnings.formatwarning = _format_warning  # notebooks and scripts see the message only (the CLI prints its own lines)
+
 
 def __getattr__(name: str):
     "Import an entry point or submodule on first access (PEP 562)."

@@ -38,11 +38,11 @@ __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS',
            'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME',
            'BELOW_CHANCE_NOTE', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key',
            'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers', 'score_conditions',
-           'item_clusters', 'family_seed', 'differences', 'family_table', 'decide', 'summary_json', 'calibration_json',
-           'item_lines', 'write_summaries', 'AuditResult', 'package_versions', 'error_control', 'too_few_to_test',
-           'detectability_warnings', 'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings',
-           'style_matrices', 'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable',
-           'below_chance', 'findings', 'findings_html']
+           'item_clusters', 'item_cluster_codes', 'family_seed', 'differences', 'family_table', 'decide',
+           'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult', 'package_versions',
+           'error_control', 'too_few_to_test', 'detectability_warnings', 'change_stats', 'truncation_counts',
+           'truncation_table', 'truncation_warnings', 'style_matrices', 'rewardbench2_headline', 'recorded_reports',
+           'record_reports', 'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
 
 # %% ../nbs/07_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -523,6 +523,12 @@ def item_clusters(data: pd.DataFrame, group_by: str | None = None) -> tuple[pd.S
     ids = data["id"].astype(str)
     labels = np.where(col.isna(), "item\x00" + ids, "c\x00" + col.astype(str))
     return pd.Series(labels, index=ids.to_numpy(), name="cluster"), by
+
+
+def item_cluster_codes(clusters: pd.Series, ids) -> np.ndarray:
+    "Cluster code of each item id (0..G−1 in order of first appearance in the data): the `cluster` column of the run's items."
+    code = pd.Series(ra_stats.cluster_index(clusters.to_numpy(object), len(clusters)), index=clusters.index)
+    return pd.Series(ids).astype(str).map(code).to_numpy(np.int64)
 
 # %% ../nbs/07_audit.ipynb #44a57e05
 def family_seed(seed: int, *parts: str) -> int:
@@ -1326,6 +1332,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     items["confidence_after"] = ra_stats.confidence(items["margin_after"].to_numpy(float), settings.scale)
     items["delta"] = differences(items["margin_before"].to_numpy(float), items["margin_after"].to_numpy(float),
                                  settings.scale)
+    items["cluster"] = item_cluster_codes(clusters, items["id"])   # the unit of independence, for compare/calibration
     truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
     style_matrix = {sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
     rb2 = rewardbench2_headline(original, items, seed=settings.seed)

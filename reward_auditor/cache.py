@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['CacheError', 'key_digest', 'ScoreCache']
+__all__ = ['CacheError', 'key_digest', 'insert_all_or_none', 'ScoreCache']
 
 # %% ../nbs/05_cache.ipynb #5ec9cd16
 class CacheError(RuntimeError):
@@ -33,6 +33,20 @@ def key_digest(key: Sequence[str]) -> bytes:
             raise TypeError(f"cache key parts must be str, got {type(part).__name__}: {part!r:.60}")
     enc = json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(enc.encode("utf-8", "surrogatepass")).digest()
+
+# %% ../nbs/05_cache.ipynb #a4a09606
+def insert_all_or_none(con: sqlite3.Connection, sql: str, rows: list) -> None:
+    "Run `sql` for every row in one `BEGIN IMMEDIATE` transaction: all rows are stored, or none (then the error is raised)."
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        con.executemany(sql, rows)
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except sqlite3.Error:  # SQLite already rolled back (a full disk does that): keep the real error
+            pass
+        raise
 
 # %% ../nbs/05_cache.ipynb #809dd73b
 _SCHEMA = """
@@ -114,17 +128,11 @@ class ScoreCache:
             rows.append((fingerprint, key_digest(k), None if math.isnan(v) else v))
         if not rows:
             return 0
-        con = self._connect()
-        con.execute("BEGIN IMMEDIATE")
         try:
-            con.executemany("INSERT OR REPLACE INTO scores (fingerprint, key, value) VALUES (?, ?, ?)", rows)
-            con.execute("COMMIT")
-        except BaseException as e:
-            try:
-                con.execute("ROLLBACK")
-            except sqlite3.Error:  # SQLite already rolled back (a full disk does that): keep the real error
-                pass
-            if isinstance(e, sqlite3.OperationalError) and any(w in str(e) for w in ("full", "readonly", "disk I/O")):
+            insert_all_or_none(self._connect(), "INSERT OR REPLACE INTO scores (fingerprint, key, value) VALUES (?, ?, ?)",
+                               rows)
+        except sqlite3.OperationalError as e:
+            if any(w in str(e) for w in ("full", "readonly", "disk I/O")):
                 raise CacheError(f"cannot write to the score cache {self.path}: {e}; free disk space or point the "
                                  "cache elsewhere (scores already stored are kept)") from e
             raise

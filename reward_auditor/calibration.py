@@ -20,14 +20,15 @@ from scipy import optimize, special, stats as sps
 
 from .heterogeneity import wilson_interval
 from .multiplicity import bh_adjust
-from .safety import atomic_write, file_sha256, md_escape, plain_line, reading
-from .stats import signflip_tests
+from .safety import atomic_write, file_sha256, md_escape, reading
+from .tables import write_summaries
+from .stats import cluster_index, cluster_sums, signflip_tests
 
 # %% auto #0
 __all__ = ['N_BINS', 'STRATA', 'STRATA_CUTS', 'SCORE_FIELDS', 'TABLE_COLUMNS', 'FRAMES', 'CalibrationError', 'win_probability',
            'brier', 'log_loss', 'symmetrize', 'confidence_correct', 'bin_index', 'reliability_bins', 'ece',
            'resample_weights', 'basic_interval', 'ece_interval', 'ece_band', 'TemperatureFit', 'fit_temperature',
-           'loss_differences', 'cluster_sums', 'loss_change_tests', 'correctness', 'spearman_interval', 'effective_n',
+           'loss_differences', 'loss_change_tests', 'correctness', 'spearman_interval', 'effective_n',
            'length_baselines', 'length_strata', 'length_controlled_accuracy', 'score_file_pairs', 'read_run',
            'calibration_inputs', 'margin_histogram', 'findings', 'CalibrationResult', 'calibration']
 
@@ -108,14 +109,9 @@ def ece(margin, n_bins: int = N_BINS, method: str = "uniform") -> float:
 
 # %% ../nbs/18_calibration.ipynb #49c34aea
 def _codes(groups, n: int) -> tuple[np.ndarray, int]:
-    "Cluster code of each pair (each pair its own cluster when `groups` is None) → (codes, number of clusters)."
-    if groups is None:
-        return np.arange(n), n
-    g = np.asarray(groups)
-    if g.shape != (n,):
-        raise CalibrationError(f"groups must give one cluster id per pair ({n}), got shape {g.shape}")
-    uniq, codes = np.unique(g.astype(str), return_inverse=True)
-    return codes.astype(np.int64), len(uniq)
+    "Cluster code of each pair, in order of first appearance (`stats.cluster_index`; its own when `groups` is None) → (codes, G)."
+    codes = np.arange(n) if groups is None else cluster_index(np.asarray(groups).astype(str), n)
+    return codes, (int(codes.max()) + 1 if codes.size else 0)
 
 
 def resample_weights(n: int, n_boot: int = 1000, seed=0, groups=None) -> np.ndarray:
@@ -206,22 +202,11 @@ def loss_differences(margin_before, margin_after) -> np.ndarray:
                                                                                                      np.float64))
 
 
-def cluster_sums(D, groups=None) -> np.ndarray:
-    "Per-cluster sums of the rows of D (pairs × tests): the units a clustered sign-flip test flips."
-    D = np.asarray(D, np.float64)
-    D2 = D[:, None] if D.ndim == 1 else D
-    if groups is None:
-        return D2
-    codes, G = _codes(groups, D2.shape[0])
-    out = np.zeros((G, D2.shape[1]))
-    np.add.at(out, codes, D2)
-    return out
-
-
 def loss_change_tests(margin_before, margins_after, groups=None, B: int = 10_000, seed=0):
     "Two-sided sign-flip tests of the per-pair log-loss change, one column of `margins_after` each → SignFlipResults."
     D = loss_differences(np.asarray(margin_before, np.float64)[:, None], np.asarray(margins_after, np.float64))
-    return signflip_tests(cluster_sums(D, groups), B=B, seed=seed, alternative="two-sided")
+    S = D if groups is None else cluster_sums(D, np.asarray(groups).astype(str))[0]
+    return signflip_tests(S, B=B, seed=seed, alternative="two-sided")
 
 # %% ../nbs/18_calibration.ipynb #b2a6aaf5
 STRATA = ("chosen much shorter", "chosen shorter", "similar length", "chosen longer", "chosen much longer")
@@ -782,9 +767,7 @@ class CalibrationResult:
             atomic_write(out / f"{name}.parquet", lambda p, f=frame: f.to_parquet(p, index=False))
         atomic_write(out / "calibration.json", json.dumps({"kind": "calibration", "settings": self.settings,
                                                            "findings": self.findings}, indent=1, default=_num) + "\n")
-        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
-        atomic_write(out / "report.md", self.to_markdown() + "\n")
-        return out
+        return write_summaries(out, self)
 
     @classmethod
     def load(cls, path) -> "CalibrationResult":

@@ -28,7 +28,8 @@ __all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'EXAMPLES', '
            'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec', 'make_engine', 'data_spec', 'add_comparison',
            'run_audit', 'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
            'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta',
-           'cmd_calibration', 'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines', 'main']
+           'cmd_calibration', 'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines',
+           'interrupted_line', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -108,6 +109,7 @@ EPILOGS = {
 `subset` and one of `correct` (true/false), `results` (1/0), `margin` (> 0 is right) or
 `scores_chosen`/`scores_rejected`; a saved audit folder works too. One row:
   {"id": "chat-0", "subset": "chat", "correct": true}
+rows that share a prompt: --cluster COLUMN names the field that marks it (a saved audit folder uses its own clusters)
 try it: reward-auditor heterogeneity --example --out runs/het""",
     "verifier-audit": """input: none needed (built-in gold answers); --golds takes a .jsonl/.json/.csv file with a
 `gold` column (LaTeX answer) and optional `id`, `kind`, `identities`. One row:
@@ -544,8 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="render the HTML report of a saved run (or compare several)")
     _common(r)
     r.add_argument("run", help="a run folder written by `audit`")
-    r.add_argument("--by", choices=["model", "subset"], default="model",
-                   help="one section per model (default) or per subset")
+    r.add_argument("--by", choices=["model", "subset", "turns"], default="model",
+                   help="one section per model (default) or per subset; turns: the report of a run audited with "
+                        "--by turns (single- and multi-turn items of every subset apart)")
     r.add_argument("--compare", nargs="+", default=[], metavar="RUN", help="more run folders to compare with")
     r.add_argument("--out", default=None, help="folder for the report (default: the run folder)")
 
@@ -564,6 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999,
                    help="resampled tables for the p-value when expected counts are small (default 9999)")
     h.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    h.add_argument("--cluster", metavar="COLUMN", default=None,
+                   help="results files' field whose equal values mark rows that share a prompt: the test is "
+                        "Rao–Scott corrected and resamples whole prompts (a saved audit folder always uses its own clusters)")
     _diagnostic_out(h)
 
     v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers",
@@ -1161,7 +1167,7 @@ def cmd_heterogeneity(ns) -> int:
     _use_example(ns, "heterogeneity")
     _check_out(ns)
     return _emit(heterogeneity_cli(ns.paths, alpha=ns.alpha, v_target=ns.v_target, min_power=ns.min_power,
-                                   n_resamples=ns.n_resamples, seed=ns.seed), ns)
+                                   n_resamples=ns.n_resamples, seed=ns.seed, cluster=ns.cluster), ns)
 
 
 def cmd_verifier_audit(ns) -> int:
@@ -1356,6 +1362,35 @@ def _masked_warnings():
     return restore
 
 
+def interrupted_line(ns: argparse.Namespace | None) -> str:
+    "One line for Ctrl-C: what the interrupted command kept (the run folder's scores and conditions) and how to go on."
+    out = getattr(ns, "out", None)
+    if getattr(ns, "command", None) not in ("audit", "demo") or not out:
+        return f"{PROG}: interrupted; files are written whole, so any already there is complete"
+    out = Path(out)
+    cache = Path(getattr(ns, "cache", None) or out / "scores.sqlite")
+    conditions = out / "conditions"
+    made = sorted(p.stem for p in conditions.glob("*.json"))  # a condition's record is written after its parquet
+    kept = ([f"the scores computed so far in {cache}"] if cache.exists() else []) + (
+        [f"the perturbed conditions made so far ({', '.join(made)}) in {conditions}"] if made else [])
+    if not kept:
+        return f"{PROG}: interrupted before any score or condition was kept in {out}"
+    again = "rerun the same command with --resume" if ns.command == "audit" else "rerun the same command"
+    return f"{PROG}: interrupted; kept {' and '.join(kept)}: {again} to continue from them"
+
+
+def _leave_now(code: int) -> None:
+    "End the process without the interpreter's teardown (seconds with torch loaded), our worker processes first."
+    import multiprocessing
+    if "ray" in sys.modules:  # Ray's own exit handler stops the workers it started
+        return
+    for child in multiprocessing.active_children():
+        child.terminate()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _stdout_gone() -> int:
     "A reader closed our stdout (`| head`): send the rest to /dev/null and end quietly, as a pipe writer does."
     try:
@@ -1369,12 +1404,14 @@ def _stdout_gone() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of the `reward-auditor` command."
+    console = argv is None  # the command itself, not a call from Python: an interrupt may end the process at once
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     restore = quiet_bars(quiet="-q" in argv or "--quiet" in argv)
     unmask = _masked_warnings()
     restore_warnings = warning_lines()
+    ns = None
     try:
         parser = build_parser()
         ns, extra = parser.parse_known_args(argv)
@@ -1386,8 +1423,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _stdout_gone()
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; scores computed so far are in the cache, rerun with --resume to continue",
-              file=sys.stderr)
+        lead = "\n" if sys.stderr.isatty() else ""  # the terminal's ^C (or a progress bar) holds the line
+        print(lead + interrupted_line(ns), file=sys.stderr, flush=True)
+        if console:
+            _leave_now(130)
         return 130
     except BaseException as e:
         if isinstance(e, SystemExit):

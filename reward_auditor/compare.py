@@ -24,7 +24,7 @@ from . import stats as ra_stats
 
 # %% auto #0
 __all__ = ['VERDICTS', 'ON', 'ROBUSTNESS_COLUMNS', 'ACCURACY_COLUMNS', 'RANK_COLUMNS', 'CompareError', 'model_pairs', 'correct',
-           'decision_flips', 'family_seed', 'cluster_codes', 'pair_signflip', 'dz_columns', 'dz_interval', 'mcnemar',
+           'decision_flips', 'family_seed', 'cluster_rows', 'pair_signflip', 'dz_columns', 'dz_interval', 'mcnemar',
            'newcombe_ci', 'rank_intervals', 'compact_letters', 'check_same_items', 'merge_runs', 'run_clusters',
            'item_cubes', 'item_cube', 'Comparison', 'detectability_warnings', 'compare', 'SimulatedRun', 'simulate_run']
 
@@ -65,23 +65,10 @@ def family_seed(seed: int, *parts: str) -> int:
     return int.from_bytes(h[:8], "little") >> 1
 
 
-def cluster_codes(cluster_ids, n: int) -> np.ndarray:
-    "Integer codes 0..G−1 of one cluster id per item, in order of first appearance."
-    ids = pd.Series(np.asarray(cluster_ids, dtype=object))
-    if len(ids) != n:
-        raise CompareError(f"clusters: {len(ids)} cluster ids for {n} items; pass one per item")
-    if ids.isna().any():
-        raise CompareError(f"clusters: item {int(np.flatnonzero(ids.isna())[0])} has no cluster id; give every "
-                           "item a cluster (its own id if it shares nothing)")
-    return pd.factorize(ids, sort=False)[0].astype(np.int64)
-
-
-def _cluster_rows(X: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    "Sum the rows of X (n × …) within each cluster → G × …, clusters in code order."
-    G = int(codes.max()) + 1 if codes.size else 0
-    out = np.zeros((G,) + X.shape[1:])
-    np.add.at(out, codes, X)
-    return out
+def cluster_rows(X: np.ndarray, cluster_ids) -> np.ndarray:
+    "Sums of the rows of X (items × …) within each cluster → clusters × …, in order of first appearance (`stats.cluster_sums`)."
+    S = ra_stats.cluster_sums(X.reshape(X.shape[0], -1), cluster_ids)[0]
+    return S.reshape((S.shape[0],) + X.shape[1:])
 
 
 def _mc_pvalues(counts: np.ndarray, n0: np.ndarray, B: int, p_method: str) -> np.ndarray:
@@ -154,7 +141,7 @@ def pair_signflip(Dm, pairs, *, B: int = 10_000, seed=0, exact="auto", p_method:
         raise CompareError("per-model differences must be finite: drop (set to 0 for every model) items a model "
                            "could not score")
     if cluster_ids is not None:                              # whole clusters flip together (STATS §14)
-        Dm = _cluster_rows(Dm, cluster_codes(cluster_ids, n))
+        Dm = cluster_rows(Dm, cluster_ids)
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
     P = len(pairs)
     ia = (pairs[:, 0][:, None] * L + np.arange(L)).ravel()   # column of (model a, perturbation) in Dm2
@@ -355,7 +342,7 @@ def run_clusters(results: Sequence[Any]) -> tuple[dict | None, str | None]:
             if frame is not None and "cluster" in frame.columns:
                 f = frame.drop_duplicates("id")
                 return dict(zip(f["id"].astype(str), f["cluster"])), None
-    by = (results[0].manifest.get("clusters") or {}).get("by")
+    by = ((results[0].manifest.get("data") or {}).get("clusters") or {}).get("by")   # the audit's manifest
     texts = results[0].texts
     if by == "prompt" and texts is not None:
         orig = texts[texts["perturbation"] == "orig"]
@@ -565,7 +552,7 @@ def _robustness_subset(cubes: dict, ids: list, subset: str, models: list, perts:
         if cl.isna().any():
             raise CompareError(f"clusters: item {ids[int(np.flatnonzero(cl.isna())[0])]} of subset {subset} has no "
                                "cluster id")
-        codes = cluster_codes(cl.to_numpy(object), len(ids))
+        codes = ra_stats.cluster_index(cl.to_numpy(object), len(ids))
     n = np.broadcast_to(ok.sum(axis=0), (P, L))
     cols = {"model_a": np.repeat(np.array(models, dtype=object)[ia], L),
             "model_b": np.repeat(np.array(models, dtype=object)[ib], L), "subset": subset,
@@ -582,7 +569,7 @@ def _robustness_subset(cubes: dict, ids: list, subset: str, models: list, perts:
                 units = D[ok[:, l]]
             else:                                                               # cluster means (STATS §14)
                 cnt = np.bincount(codes, weights=ok[:, l].astype(float))
-                units = (_cluster_rows(D, codes) / np.maximum(cnt, 1)[:, None])[cnt > 0]
+                units = (cluster_rows(D, codes) / np.maximum(cnt, 1)[:, None])[cnt > 0]
             if units.shape[0] > 1:
                 dz[:, l] = dz_columns(units)[0]
         if codes is not None and version == "margin":

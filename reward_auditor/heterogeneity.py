@@ -18,7 +18,7 @@ import pandas as pd
 
 from .safety import atomic_write, md_escape, plain_line, reading
 from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
-                                   read_json, write_frame, write_json)
+                                   read_json, write_frame, write_json, write_summaries)
 from scipy import optimize, stats
 
 # %% auto #0
@@ -138,7 +138,9 @@ def correctness_frame(data, *, subset: str = "subset", condition: str = "orig", 
     if cluster is not None:
         if cluster not in df.columns:
             raise HeterogeneityError(f"no `{cluster}` column among {list(df.columns)} to form clusters (cluster=).")
-        out["cluster"] = df[cluster].astype(str).to_numpy()
+        col = df[cluster]
+        alone = pd.Series([f"\x00row {i}" for i in range(len(df))], index=df.index)   # no value: the row stands alone
+        out["cluster"] = col.astype(str).where(col.notna(), alone).to_numpy()
     return out.reset_index(drop=True)
 
 # %% ../nbs/11_heterogeneity.ipynb #43694ee6
@@ -412,6 +414,8 @@ def heterogeneity(data, *, model: str | None = None, subset: str = "subset", dro
     "χ² test that correctness is independent of subset, with Cramér's V, power, grade and per-subset accuracy; `cluster` names the column of rows that share a prompt (Rao–Scott corrected)."
     if isinstance(getattr(data, "items", None), pd.DataFrame):        # an AuditResult: test its per-item margins
         data = data.items
+        if cluster is None and "cluster" in data.columns:
+            cluster = "cluster"                                          # the run's own unit of independence
     if model is not None and isinstance(data, pd.DataFrame) and "model" in data.columns:
         data = data[data["model"].astype(str) == model]
         if data.empty:
@@ -495,22 +499,28 @@ class HeterogeneityReport:
         "The decision table (one row per model, sorted by V, largest first)."
         return self.table.copy()
 
-    def summary(self) -> str:
-        "A plain-text report."
+    def _head(self) -> list[str]:
+        "The summary's lines above the table: counts, grades, clustered models, skipped models."
         t = self.table
-        cols = ["model", "n", "chi2", "df", "p_adjusted", "cramers_v", "v_corrected", "power", "grade",
-                "accuracy", "weakest", "strongest", "gap"]
-        any_r = next(iter(self.results.values()))
-        st = any_r.settings
+        st = next(iter(self.results.values())).settings
         head = [f"Subset heterogeneity across {len(t)} models (BH over their p-values, alpha {self.alpha:g})",
                 f"  {int(t['significant'].sum())} of {len(t)} reject independence; median V {t['cramers_v'].median():.3f}",
                 f"  grades: {_thresholds_text(st['thresholds'], st['min_power'], st['v_target'])}"]
-        head += [f"  skipped {m}: {why}" for m, why in self.skipped.items()]
-        return "\n".join(head + [t[cols].to_string(index=False, float_format=lambda x: f"{x:.3g}")])
+        clustered = [f"{m} ({r.settings['n_clusters']} clusters by `{r.settings['cluster']}`)"
+                     for m, r in self.results.items() if r.settings.get("cluster")]
+        if clustered:
+            head.append("  rows share prompts, tested on Rao–Scott corrected counts: " + ", ".join(clustered))
+        return head + [f"  skipped {m}: {why}" for m, why in self.skipped.items()]
+
+    def summary(self) -> str:
+        "A plain-text report."
+        cols = ["model", "n", "chi2", "df", "p_adjusted", "cramers_v", "v_corrected", "power", "grade",
+                "accuracy", "weakest", "strongest", "gap"]
+        return "\n".join(self._head() + [self.table[cols].to_string(index=False, float_format=lambda x: f"{x:.3g}")])
 
     def to_markdown(self) -> str:
         "Markdown for a report."
-        lines = self.summary().split("\n")[:3 + len(self.skipped)]
+        lines = self._head()
         cols = ["model", "n", "p_adjusted", "cramers_v", "v_corrected", "power", "grade", "accuracy", "weakest", "gap"]
         return "\n".join(["**" + md_escape(lines[0]) + "**", ""] + [f"- {md_escape(l.strip())}" for l in lines[1:]] + [
             "", frame_to_markdown(self.table[cols])])
@@ -531,11 +541,8 @@ class HeterogeneityReport:
         write_frame(self.excess, out / "excess.parquet")
         for i, r in enumerate(self.results.values()):
             r.save(out / "models" / f"{i:03d}")
-        write_json(out / "report.json", {"kind": "heterogeneity", "models": list(self.results), "alpha": self.alpha,
-                                          "skipped": self.skipped})
-        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
-        atomic_write(out / "report.md", self.to_markdown() + "\n")
-        return out
+        return write_summaries(out, self, {"kind": "heterogeneity", "models": list(self.results), "alpha": self.alpha,
+                                           "skipped": self.skipped})
 
     @classmethod
     def load(cls, path) -> "HeterogeneityReport":
@@ -548,7 +555,7 @@ class HeterogeneityReport:
                    skipped=d.get("skipped", {}))
 
 def heterogeneity_many(data, *, alpha: float = 0.05, **kw) -> HeterogeneityReport:
-    "Run `heterogeneity` per model (mapping name → data, or a frame with `model`); BH over p; untestable models are skipped."
+    "Run `heterogeneity` per model (mapping name → data, or a frame with `model`); BH over p; untestable models are skipped; `cluster`: one column for all, or model → column."
     if isinstance(getattr(data, "items", None), pd.DataFrame):
         data = data.items
     if isinstance(data, pd.DataFrame):
@@ -558,11 +565,13 @@ def heterogeneity_many(data, *, alpha: float = 0.05, **kw) -> HeterogeneityRepor
     if not isinstance(data, Mapping) or not data:
         raise HeterogeneityError("pass a non-empty mapping of model name → per-prompt data or table.")
     results, skipped = {}, {}
+    clusters = kw.pop("cluster", None)
     for name, d in data.items():
         if isinstance(d, pd.DataFrame) and "model" in d.columns:
             d = d.drop(columns="model")
+        cluster = clusters.get(name) if isinstance(clusters, Mapping) else clusters
         try:
-            results[name] = heterogeneity(d, model=name, alpha=alpha, **kw)
+            results[name] = heterogeneity(d, model=name, alpha=alpha, cluster=cluster, **kw)
         except HeterogeneityError as e:
             skipped[name] = str(e)
     if not results:
@@ -595,11 +604,11 @@ def _need(folder: Path, name: str, what: str) -> Path:
 def heterogeneity_cli(paths: Sequence[str | Path], *, alpha: float = 0.05, v_target: float = 0.10,
                       thresholds: Mapping[str, float] | None = None, min_power: float = 0.80,
                       drop_subsets: Sequence[str] = ("Ties",), condition: str = "orig", n_resamples: int = 9999,
-                      seed: int = 0) -> HeterogeneityReport:
-    "Heterogeneity per model from per-prompt results files (one model each) or saved audit folders; BH across models."
+                      seed: int = 0, cluster: str | None = None) -> HeterogeneityReport:
+    "Heterogeneity per model from per-prompt results files (one model each) or saved audit folders; BH across models; `cluster`: the files' prompt column."
     if not paths:
         raise HeterogeneityError("no results files given; pass per-prompt JSON files or saved audit folders.")
-    data = {}
+    data, units = {}, {}
     for p in paths:
         p = Path(p)
         if p.is_dir():
@@ -609,14 +618,21 @@ def heterogeneity_cli(paths: Sequence[str | Path], *, alpha: float = 0.05, v_tar
                 items = pd.read_parquet(p / "items.parquet")
             groups = items.groupby("model", sort=False) if "model" in items.columns else [(p.name, items)]
             named = [(str(m), g.drop(columns="model", errors="ignore")) for m, g in groups]
+            unit = "cluster" if "cluster" in items.columns else None   # the audit's clusters (older runs: none kept)
         else:
             frame = read_results(p)
+            if cluster is not None and cluster not in frame.columns:
+                raise HeterogeneityError(f"{p}: no `{cluster}` field to form clusters of rows that share a prompt "
+                                         f"(--cluster); found {sorted(map(str, frame.columns))}.")
             one = "model" in frame.columns and frame["model"].nunique() == 1
             named = [(str(frame["model"].iloc[0]) if one else p.stem, frame.drop(columns="model", errors="ignore"))]
+            unit = cluster
         for name, frame in named:
-            data[name if name not in data else f"{name} ({p.name})"] = frame
+            key = name if name not in data else f"{name} ({p.name})"
+            data[key], units[key] = frame, unit
     return heterogeneity_many(data, alpha=alpha, v_target=v_target, thresholds=thresholds, min_power=min_power,
-                              drop_subsets=drop_subsets, condition=condition, n_resamples=n_resamples, seed=seed)
+                              drop_subsets=drop_subsets, condition=condition, n_resamples=n_resamples, seed=seed,
+                              cluster=units)
 
 # %% ../nbs/11_heterogeneity.ipynb #10fbb49e
 def population_v(weights, accuracy) -> float:

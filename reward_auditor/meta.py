@@ -16,9 +16,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .safety import atomic_write, md_escape, plain_line, reading
+from .safety import md_escape, reading
 from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
-                                   read_json, write_frame, write_json)
+                                   read_json, write_frame, write_summaries)
 from scipy import stats
 
 # %% auto #0
@@ -463,10 +463,7 @@ class MetaReport:
         if d is not None:
             write_frame(d.frame, out / "downstream.parquet")
             head["downstream"] = {k: getattr(d, k) for k in d.__dataclass_fields__ if k != "frame"}
-        write_json(out / "report.json", head)
-        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
-        atomic_write(out / "report.md", self.to_markdown() + "\n")
-        return out
+        return write_summaries(out, self, head)
 
     @classmethod
     def load(cls, path) -> "MetaReport":

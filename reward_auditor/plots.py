@@ -18,9 +18,10 @@ import pandas as pd
 from .tables import plain_text
 
 # %% auto #0
-__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'perturbation_order', 'risk_matrix', 'risk_styler', 'radar', 'meta_radar',
-           'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation',
-           'pairwise_matrices', 'rank_intervals', 'reliability_diagram', 'margin_histogram', 'step_score_strips']
+__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'DELTA_ZERO', 'DELTA_COLOURS', 'perturbation_order', 'risk_matrix', 'risk_styler',
+           'radar', 'meta_radar', 'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap',
+           'meta_evaluation', 'pairwise_matrices', 'rank_intervals', 'reliability_diagram', 'margin_histogram',
+           'step_score_strips']
 
 # %% ../nbs/08_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -80,9 +81,21 @@ def _shade(e: float, sig: bool, vmax: float) -> str:
             f"color: {'white' if a > 0.6 else 'black'}; font-weight: 600")
 
 
+def _accuracy_cells(table: pd.DataFrame, rows: Sequence[str], index: pd.Index, accuracy: str,
+                    letters: str | None) -> list[str]:
+    "Per row of the risk table: the accuracy to three places, and the row's significance letters beside it when given."
+    first = table.groupby(list(rows), sort=False)[[accuracy] + ([letters] if letters else [])].first().reindex(index)
+    lab = first[letters] if letters else pd.Series("", index=first.index)
+    return ["" if pd.isna(a) else f"{a:.3f}" + (f" {g}" if isinstance(g, str) and g else "")
+            for a, g in zip(first[accuracy], lab)]
+
+
 def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: str = "effect_size",
-                caption: str | None = None):
-    "A pandas Styler of the risk table: effect size + stars per cell, shaded by significance and magnitude."
+                caption: str | None = None, accuracy: str | None = None, letters: str | None = None):
+    """A pandas Styler of the risk table: effect size + stars per cell, shaded by significance and magnitude.
+
+    `accuracy` names a column (e.g. `accuracy_before`) drawn first, `letters` a column of significance letters
+    drawn beside it (models sharing a letter are not distinguishable; see `compare`)."""
     up = (table["verdict"] == "IMPROVES").to_numpy() if "verdict" in table else np.zeros(len(table), bool)
     if up.any():  # a significant improvement (two-sided audit): shaded blue, stars from its own adjusted p
         table = table.copy()
@@ -103,6 +116,10 @@ def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: st
     css = pd.DataFrame([[_shade(eff.iat[i, j], bool(sig.iat[i, j]) if pd.notna(sig.iat[i, j]) else False, vmax)
                          for j in range(eff.shape[1])] for i in range(eff.shape[0])],
                        index=eff.index, columns=eff.columns)
+    if accuracy is not None:  # the accuracy on the original pairs first, its letters beside it
+        key = ("original", "accuracy")
+        text.insert(0, key, _accuracy_cells(table, rows, text.index, accuracy, letters))
+        css.insert(0, key, "color: black")
     st = text.style.apply(lambda _: css, axis=None)
     st = st.format(escape="html").format_index(escape="html", axis=0).format_index(escape="html", axis=1)
     st = st.set_table_styles([
@@ -190,9 +207,15 @@ def meta_radar(ms: pd.DataFrame, by: str = "subset", size: float = 3.4):
     return _finish(fig)
 
 # %% ../nbs/08_plots.ipynb #e244b289
+DELTA_ZERO = "changed, ΔM = 0"
+# red: the text changed and the confidence moved; purple: the text changed but ΔM is exactly 0 (e.g. a scorer that
+# never reads the changed side); blue: the perturbation left the item as it was (ΔM = 0 by construction)
+DELTA_COLOURS = {"changed": "#d62728", DELTA_ZERO: "#9467bd", "unchanged": "#1f77b4"}
+
+
 def delta_distributions(items: pd.DataFrame, model: str | None = None, subset: str | None = None,
                         value: str = "delta", ax=None):
-    "Box + strip plot (seaborn) of the per-item confidence drop for each perturbation (one model, optionally one subset)."
+    "Box + strip plot (seaborn) of the per-item confidence drop per perturbation (one model, optionally one subset); points coloured by `DELTA_COLOURS`."
     plt = _plt()
     import seaborn as sns
     it = items if model is None else items[items["model"] == model]
@@ -203,21 +226,22 @@ def delta_distributions(items: pd.DataFrame, model: str | None = None, subset: s
     if owned:
         fig, ax = plt.subplots(figsize=(max(5.0, 0.65 * len(names) + 1.5), 3.4))
     ch = it["changed"].to_numpy(bool) if "changed" in it else np.ones(len(it), bool)
-    d = pd.DataFrame({"perturbation": it["perturbation"].map(plain_text).to_numpy(),
-                      value: it[value].to_numpy(float), "item": np.where(ch, "changed", "unchanged")})
+    v = it[value].to_numpy(float)
+    d = pd.DataFrame({"perturbation": it["perturbation"].map(plain_text).to_numpy(), value: v,
+                      "item": np.where(~ch, "unchanged", np.where(v == 0, DELTA_ZERO, "changed"))})
     d = d[np.isfinite(d[value])]
+    kinds = [k for k in DELTA_COLOURS if k in set(d["item"])]
     order = [plain_text(n) for n in names]
     sns.boxplot(data=d, x="perturbation", y=value, order=order, width=0.55, showfliers=False, fill=False,
                 color="black", linewidth=1, ax=ax)
+    ax.axhline(0, color="grey", lw=0.8, ls="--", zorder=1)  # under the points: an unchanged item sits on it
     state = np.random.get_state()  # seaborn jitters with the global generator: seed it, then put it back
     np.random.seed(0)
     try:
-        sns.stripplot(data=d, x="perturbation", y=value, order=order, hue="item", hue_order=["changed", "unchanged"],
-                      palette={"changed": "#d62728", "unchanged": "#999999"}, size=2.6, alpha=0.6, jitter=0.18,
-                      ax=ax, zorder=3)
+        sns.stripplot(data=d, x="perturbation", y=value, order=order, hue="item", hue_order=kinds,
+                      palette=DELTA_COLOURS, size=3.0, alpha=0.85, jitter=0.18, ax=ax, zorder=3)
     finally:
         np.random.set_state(state)
-    ax.axhline(0, color="grey", lw=0.8, ls="--")
     ax.set_xlabel("")
     ax.set_ylabel("ΔM = M − M′ (positive: confidence fell)")
     if ax.get_legend() is not None:
@@ -297,8 +321,8 @@ def meta_evaluation(sums: Mapping[str, pd.DataFrame], size: tuple[float, float] 
         ax.set_ylabel("")
         ax.axhline(0, color="grey", lw=0.6)
     axes[0].set_ylim(0, 1)
-    axes[0].get_legend().remove()
-    axes[1].legend(fontsize=8, frameon=False)
+    for ax in axes:  # each chart carries its own legend: it may be read, cut out or shown alone
+        ax.legend(fontsize=8, frameon=False, title="run", title_fontsize=8)
     fig.tight_layout()
     return _finish(fig)
 
@@ -346,14 +370,16 @@ def rank_intervals(ranks: pd.DataFrame, title: str = ""):
     k = len(r)
     fig, ax = plt.subplots(figsize=(6.0, 0.32 * k + 1.0))
     y = np.arange(k)
-    ax.hlines(y, r["rank_low"], r["rank_high"], color="#4c72b0", lw=5, alpha=0.5)
-    ax.plot(r["rank"], y, "o", color="#1f3b70")
+    ax.hlines(y, r["rank_low"], r["rank_high"], color="#4c72b0", lw=5, alpha=0.5, label="simultaneous rank interval")
+    ax.plot(r["rank"], y, "o", color="#1f3b70", label="rank")
     for yi, row in zip(y, r.itertuples(index=False)):
         ax.text(max(row.rank_high, row.rank) + 0.3, yi, f"{row.accuracy:.3f} {row.group}", va="center", fontsize=7)
     ax.set_yticks(y, [plain_text(m) for m in r["model"]], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0.5, k + 2.5)
     ax.set_xlabel("accuracy rank (bar: simultaneous interval)")
+    ax.legend(fontsize=7, frameon=False, loc="lower right", title="beside: accuracy, letters (shared: not different)",
+              title_fontsize=7)
     if title:
         ax.set_title(plain_text(title), fontsize=10)
     fig.tight_layout()

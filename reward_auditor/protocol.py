@@ -16,9 +16,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .safety import atomic_write, md_escape, plain_line, reading
+from .safety import md_escape, reading
 from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
-                                   read_json, write_frame, write_json)
+                                   read_json, write_frame, write_json, write_summaries)
 from scipy import stats
 
 from .data import StyleMatrix, rmbench_style_matrix
@@ -411,10 +411,7 @@ class ProtocolReport:
                 style = {"hard": r.style.hard, "normal": r.style.normal, "easy": r.style.easy, "n": r.style.n}
             write_json(d / "result.json", {"model": r.model, "accuracy": r.accuracy, "variance": r.variance,
                                             "flips": r.flips, "style": style})
-        write_json(out / "report.json", {"kind": "protocol", "models": list(self.results), "settings": self.settings})
-        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
-        atomic_write(out / "report.md", self.to_markdown() + "\n")
-        return out
+        return write_summaries(out, self, {"kind": "protocol", "models": list(self.results), "settings": self.settings})
 
     @classmethod
     def load(cls, path) -> "ProtocolReport":

@@ -25,15 +25,16 @@ from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, findings, find
 from . import plots
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'PRM_TABLE_COLUMNS', 'ReportError', 'esc', 'show',
-           'show_html', 'header_html', 'warnings_html', 'legend_html', 'truncation_html', 'changes_html',
-           'style_matrix_html', 'below_chance_html', 'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded',
-           'history_html', 'top_degraded_html', 'control_notes', 'subset_heterogeneity', 'calibration_section',
-           'show_calibration', 'manifest_html', 'kernel_name', 'ReportSession', 'report_session', 'template_path',
-           'RenderedReport', 'to_html', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
+__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'RISK_CAPTION',
+           'PRM_TABLE_COLUMNS', 'ReportError', 'esc', 'show', 'show_html', 'header_html', 'warnings_html',
+           'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html',
+           'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html',
+           'control_notes', 'subset_heterogeneity', 'calibration_section', 'show_calibration', 'manifest_html',
+           'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport', 'to_html',
+           'split_command', 'check_split_by_turns', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
            'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
-           'comparison_figures', 'figure_html', 'comparison_page', 'prm_results', 'prm_worst', 'prm_section_html',
-           'prm_section']
+           'comparison_figures', 'figure_html', 'comparison_page', 'risk_letters', 'risk_table_html', 'control_models',
+           'counted_html', 'prm_results', 'prm_worst', 'prm_section_html', 'prm_section']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -646,6 +647,47 @@ def to_html(notebook: str | Path, html_path: str | Path) -> Path:
     return Path(html_path)
 
 
+TURN_SUFFIXES = (" · single-turn", " · multi-turn")  # what `data.split_by_turns` appends to a subset
+
+
+def split_command(run_dir: str | Path) -> str:
+    "The `audit --by turns` line that splits a CLI run (from its run.json, values quoted), reusing its score cache."
+    import shlex
+    try:
+        saved = json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8"))
+        assert isinstance(saved, dict)
+    except (OSError, ValueError, AssertionError):
+        return "audit the data again with --by turns (by='turns' in Python) and the run's score cache"
+    q = lambda v: shlex.quote(str(v))
+    as_list = lambda v: v if isinstance(v, list) else [] if v in (None, "") else [v]
+    parts = ["reward-auditor audit"]
+    for flag in ("data", "conditions"):
+        if as_list(saved.get(flag)):
+            parts.append(f"--{flag} " + " ".join(q(v) for v in as_list(saved[flag])))
+    parts += [f"--{flag} {q(v)}" for flag in ("model", "scorer") for v in as_list(saved.get(flag))]
+    parts += [f"--{flag} {q(saved[key])}" for flag, key in (("perturbations", "perturbations"), ("seed", "seed"),
+                                                             ("permutations", "permutations"))
+              if saved.get(key) not in (None, "")]
+    cache = saved.get("cache") or Path(run_dir) / "scores.sqlite"
+    parts += ["--by turns", f"--cache {q(cache)}", f"--out {q(str(Path(run_dir)) + '-by-turns')}"]
+    return " ".join(parts) + " (with the run's other options)"
+
+
+def check_split_by_turns(result: AuditResult, run_dir: str | Path) -> None:
+    "Refuse a by-turns report of a run whose subsets were not split by turns, saying how to split it without rescoring."
+    subsets = result.table["subset"].astype(str)
+    if subsets.str.endswith(TURN_SUFFIXES).all():
+        return
+    data = result.manifest.get("data", {})
+    if not (data.get("turns") or {}).get("multi_turn"):
+        raise ReportError(f"{run_dir} holds no multi-turn item (no conversation has earlier turns), so there is "
+                          "nothing to split by turns: use --by model or --by subset")
+    raise ReportError(
+        f"{run_dir} was audited without --by turns: each test pools a subset's single- and multi-turn items, and "
+        "splitting them makes new families of tests, not another view of these; audit the split reusing the run's "
+        f"score cache (scores are read, not recomputed): {split_command(run_dir)}")
+
+
 def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path] = (), out: str | Path | None = None,
            name: str | None = None, timeout: int = 600, progress: bool = False) -> RenderedReport:
     "Execute the report template for a run folder (or a comparison of runs) → RenderedReport."
@@ -655,13 +697,16 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
         if not (r / "results.parquet").exists():
             raise ReportError(f"{r} holds no audit result (results.parquet is missing): run `reward-auditor audit "
                               f"--out {r}` first")
-    if by not in ("model", "subset"):
-        raise ReportError(f"unknown report grouping {by!r}: use 'model' or 'subset'")
+    if by not in ("model", "subset", "turns"):
+        raise ReportError(f"unknown report grouping {by!r}: use 'model', 'subset' or 'turns'")
     for r in runs:
         try:  # every file must belong to the run its manifest describes (a kill mid-save leaves none)
-            AuditResult.load(r)
+            loaded = AuditResult.load(r)
         except ValueError as e:
             raise ReportError(str(e)) from None
+        if by == "turns":
+            check_split_by_turns(loaded, r)
+    by = "model" if by == "turns" else by  # as the audit's --by turns: the model report of the split subsets
     if compare:
         template, params = "compare_report", {"runs": [str(r.resolve()) for r in runs]}
         name = name or "compare"
@@ -862,6 +907,46 @@ def comparison_page(cmp) -> str:
              f"<h2>Accuracy differences</h2>{fmt(cmp.accuracy)}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Model comparison</title></head>"
             f"<body><h1>Model comparison</h1>{body}</body></html>")
+
+# %% ../nbs/09_report.ipynb #460ba692
+RISK_CAPTION = "accuracy on the original pairs (letters: models sharing one are not distinguishable); effect size d_z with adjusted-p stars"
+
+
+def risk_letters(table: pd.DataFrame, cmp=None) -> pd.DataFrame:
+    "The table with a `letters` column: each model's significance letters on its subset from `cmp.ranks` ('' without a comparison)."
+    if cmp is None or not len(cmp.ranks):
+        return table.assign(letters="")
+    key = cmp.ranks[["model", "subset", "group"]].astype(str).rename(columns={"group": "letters"})
+    out = table.assign(_m=table["model"].astype(str), _s=table["subset"].astype(str))
+    out = out.merge(key.rename(columns={"model": "_m", "subset": "_s"}), on=["_m", "_s"], how="left")
+    out.index = table.index
+    return out.drop(columns=["_m", "_s"]).fillna({"letters": ""})
+
+
+def risk_table_html(table: pd.DataFrame, cmp=None, rows: Sequence[str] = ("model", "subset"),
+                    caption: str | None = RISK_CAPTION) -> str:
+    "The report's risk table: accuracy first (with `cmp`'s letters beside it), then d_z with stars per perturbation."
+    shown = risk_display(risk_letters(table, cmp))
+    return plots.risk_styler(shown, rows=rows, caption=caption, accuracy="accuracy_before",
+                             letters="letters").to_html()
+
+
+def control_models(result: AuditResult) -> list[str]:
+    "The run's control scorers (overlap, length, noise), by the kind its manifest records."
+    from reward_auditor.scorer_kinds import CONTROLS
+    models = result.manifest.get("models", {})
+    return [m for m in dict.fromkeys(result.table["model"]) if (models.get(m, {}).get("kind") or m) in CONTROLS]
+
+
+def counted_html(models: Sequence[str], controls: Sequence[str]) -> str:
+    "One escaped sentence: which scorers a summary across scorers counts, and which controls it leaves apart."
+    names = lambda xs: ", ".join(map(esc, xs))
+    if not models:
+        return f"<p>This run holds control scorers only ({names(controls)}): the summary counts them.</p>"
+    apart = f"; the control scorers ({names(controls)}) are left out and shown apart" if controls else ""
+    return f"<p>Counted over {len(models)} reward model{'s' * (len(models) != 1)} ({names(models)}){apart}.</p>"
+
+
 
 # %% ../nbs/09_report.ipynb #0c377213
 def prm_results(run_dir: str | Path) -> dict:

@@ -17,11 +17,11 @@ from scipy import optimize
 
 # %% auto #0
 __all__ = ['SCALES', 'CI_METHODS', 'STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'StatsError', 'confidence',
-           'judge_confidence', 'position_bias', 'paired_differences', 'hedges_j', 'nct_ci', 'bca_ci', 'EffectSizes',
-           'effect_sizes', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix', 'SignFlipResult', 'SignFlipResults',
-           'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue', 'cluster_index', 'cluster_sums',
-           'cluster_bca_ci', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t', 'NormalityResult',
-           'normality', 'stars', 'margin_test', 'risk_report']
+           'judge_confidence', 'position_bias', 'paired_differences', 'hedges_j', 'nct_ci', 'bca_interval', 'bca_ci',
+           'EffectSizes', 'effect_sizes', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix', 'SignFlipResult',
+           'SignFlipResults', 'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue', 'cluster_index',
+           'cluster_sums', 'cluster_bca_ci', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t',
+           'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic']
 
 # %% ../nbs/01_stats.ipynb #4a1ba1a5
 class StatsError(ValueError):
@@ -140,6 +140,21 @@ def _dz_rows(X: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(v), 0.0, v)
 
 
+def bca_interval(theta: float, replicates, jackknife, level: float = 0.95) -> tuple[float, float]:
+    "BCa interval from an estimate, its bootstrap replicates and its leave-one-out (jackknife) values (Efron 1987)."
+    tb, loo = np.asarray(replicates, np.float64), np.asarray(jackknife, np.float64)
+    z0 = special.ndtri((np.sum(tb < theta) + np.sum(tb <= theta)) / (2.0 * tb.size))   # bias correction, ties half
+    dev = loo.mean() - loo
+    den = 6.0 * float(dev @ dev) ** 1.5
+    acc = float((dev ** 3).sum() / den) if den > 0 and np.all(np.isfinite(dev)) else 0.0   # acceleration
+    a = (1 - level) / 2
+    qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
+    if not np.all(np.isfinite(qs)):
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
+    return float(lo), float(hi)
+
+
 def bca_ci(d, level: float = 0.95, n_boot: int = 2000, seed=0) -> tuple[float, float]:
     "BCa bootstrap confidence interval for d_z of the differences `d` (resampling items; seeded)."
     d = np.asarray(d, np.float64)
@@ -149,17 +164,8 @@ def bca_ci(d, level: float = 0.95, n_boot: int = 2000, seed=0) -> tuple[float, f
         return float("nan"), float("nan")
     theta = float(_dz_rows(d))
     tb = _dz_rows(d[np.random.default_rng(seed).integers(0, n, (n_boot, n))])
-    z0 = special.ndtri((np.sum(tb < theta) + np.sum(tb <= theta)) / (2.0 * n_boot))
     loo = _dz_rows(np.stack([np.delete(d, i) for i in range(n)]))          # jackknife for the acceleration
-    dev = loo.mean() - loo
-    den = 6.0 * float(dev @ dev) ** 1.5
-    acc = float((dev ** 3).sum() / den) if den > 0 and np.all(np.isfinite(dev)) else 0.0
-    a = (1 - level) / 2
-    qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
-    if not np.all(np.isfinite(qs)):
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
-    return float(lo), float(hi)
+    return bca_interval(theta, tb, loo, level)
 
 # %% ../nbs/01_stats.ipynb #bb1178a3
 @dataclass
@@ -684,7 +690,7 @@ def cluster_index(cluster_ids, n: int) -> np.ndarray:
 
 
 def cluster_sums(D, cluster_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    "Per-cluster sums of the finite differences (G × K; NaN where a cluster has none) → (S, pairs per column, clusters per column)."
+    "Per-cluster sums of the finite differences (G × K, clusters in `cluster_index` order; NaN where a cluster has none) → (S, pairs per column, clusters per column)."
     D = np.asarray(D, np.float64)
     D = D[:, None] if D.ndim == 1 else D
     codes = cluster_index(cluster_ids, D.shape[0])
@@ -734,17 +740,7 @@ def cluster_bca_ci(d, cluster_ids, level: float = 0.95, n_boot: int = 2000, seed
     weights = np.zeros((n_boot, G))
     np.add.at(weights, (np.repeat(np.arange(n_boot), G), draws.ravel()), 1.0)
     tb = dz(weights @ parts)
-    z0 = special.ndtri((np.sum(tb < theta) + np.sum(tb <= theta)) / (2.0 * n_boot))
-    loo = dz(parts.sum(axis=0) - parts)
-    dev = loo.mean() - loo
-    den = 6.0 * float(dev @ dev) ** 1.5
-    acc = float((dev ** 3).sum() / den) if den > 0 and np.all(np.isfinite(dev)) else 0.0
-    a = (1 - level) / 2
-    qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
-    if not np.all(np.isfinite(qs)):
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
-    return float(lo), float(hi)
+    return bca_interval(theta, tb, dz(parts.sum(axis=0) - parts), level)   # leave-one-cluster-out jackknife
 
 # %% ../nbs/01_stats.ipynb #b3ea7c07
 @dataclass
@@ -875,12 +871,13 @@ def stars(p, scheme: str = "adjusted", significant=None):
     return out[0] if np.ndim(p) == 0 else out
 
 
-def margin_test(t, n, margin: float = 0.2):
-    "p-value of H0: d_z ≤ margin vs H1: d_z > margin from the noncentral t (df = n − 1, ncp = margin·√n)."
+def margin_test(t, n, margin: float = 0.2, df=None):
+    "p-value of H0: d_z ≤ margin vs H1: d_z > margin from the noncentral t (df = n − 1 unless given, ncp = margin·√n)."
     t, n = np.broadcast_arrays(np.asarray(t, np.float64), np.asarray(n, np.float64))
+    df = n - 1 if df is None else np.broadcast_to(np.asarray(df, np.float64), n.shape)
     nc = margin * np.sqrt(n)
     with np.errstate(invalid="ignore"):
-        p = sps.nct.sf(t, n - 1, nc)
+        p = sps.nct.sf(t, df, nc)
     # scipy gives NaN deep in a tail: there the p-value is 0 (t far above nc) or 1
     p = np.where(np.isnan(p) & ~np.isnan(t), np.where(t > nc, 0.0, 1.0), p)
     return _ret(np.where(np.isposinf(t), 0.0, p))
@@ -900,7 +897,8 @@ VERDICTS = ("UNSUITABLE", "UNSUITABLE_STRICT", "DEGRADES_NEGLIGIBLY", "NO_EVIDEN
 
 
 def risk_report(effects, p_adjusted, alpha: float = 0.05, margin=0.2, *, names=None, p_less_adjusted=None,
-                t=None, n=None, strict: bool = False, star_scheme: str = "adjusted", p_raw=None) -> pd.DataFrame:
+                t=None, n=None, strict: bool = False, star_scheme: str = "adjusted", p_raw=None,
+                df=None) -> pd.DataFrame:
     "Per-test significance, stars, risk `r_S = effect·1{significant}` and verdict (see the rules above)."
     e = np.atleast_1d(np.asarray(effects, np.float64))
     p = np.atleast_1d(np.asarray(p_adjusted, np.float64))
@@ -926,8 +924,9 @@ def risk_report(effects, p_adjusted, alpha: float = 0.05, margin=0.2, *, names=N
                             r_S=np.where(sig, e, 0.0), verdict=verdict))
     if strict:
         if t is None or n is None:
-            raise StatsError("strict=True needs the t statistics `t` and item counts `n` of the tests")
-        pm = np.atleast_1d(margin_test(t, n, m))
+            raise StatsError("strict=True needs the t statistics `t` and item counts `n` of the tests "
+                             "(margin_statistic gives them, and `df`, for clustered pairs)")
+        pm = np.atleast_1d(margin_test(t, n, m, df))
         out["p_margin"] = pm
         out["p_margin_adjusted"] = _bh(pm)
         out.loc[(out["verdict"] == "UNSUITABLE") & (out["p_margin_adjusted"] <= alpha), "verdict"] = "UNSUITABLE_STRICT"
@@ -936,3 +935,27 @@ def risk_report(effects, p_adjusted, alpha: float = 0.05, margin=0.2, *, names=N
     out.attrs["margin"] = m
     out.attrs["alpha"] = alpha
     return out
+
+# %% ../nbs/01_stats.ipynb #0bed654a
+def margin_statistic(d, cluster_ids=None) -> tuple[float, float, float]:
+    "Inputs `(t, n, df)` of the strict margin test for differences `d`; with clusters: cluster-robust t, effective n, clusters − 1."
+    d = np.asarray(d, np.float64)
+    keep = np.isfinite(d)
+    codes = None if cluster_ids is None else cluster_index(cluster_ids, d.size)[keep]
+    d = d[keep]
+    n = d.size
+    if n < 2:
+        return float("nan"), float(n), float("nan")
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    G = n if codes is None else int(np.unique(codes).size)
+    if G == n:                                  # independent pairs: t = d_z·√n as `effect_sizes` computes it
+        t = 0.0 if mean == 0 and sd == 0 else (math.copysign(math.inf, mean) if sd == 0 else mean / sd * math.sqrt(n))
+        return t, float(n), float(n - 1)
+    if G < 2:
+        return float("nan"), float(n), float("nan")
+    _, codes = np.unique(codes, return_inverse=True)
+    S, n_c = np.bincount(codes, weights=d, minlength=G), np.bincount(codes, minlength=G)
+    V = G / (G - 1) * float(((S - n_c * mean) ** 2).sum()) / n ** 2
+    if V == 0:
+        return (0.0 if mean == 0 else math.copysign(math.inf, mean)), float(n), float(G - 1)
+    return mean / math.sqrt(V), sd * sd / V, float(G - 1)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .cache import insert_all_or_none
 from .resources import cache_dir
 
 # %% auto #0
@@ -145,17 +146,7 @@ class EmbeddingStore:
             rows.append((model, k, b, _check(model, k, b), now))
         if not rows:
             return 0
-        con = self._con()
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            con.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)", rows)
-            con.execute("COMMIT")
-        except BaseException:
-            try:
-                con.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            raise
+        insert_all_or_none(self._con(), "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)", rows)
         return len(rows)
 
     def count(self) -> int:

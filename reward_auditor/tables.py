@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .safety import atomic_write, md_escape
+from .safety import atomic_write, md_escape, plain_line
 
 # %% auto #0
 __all__ = ['plain_text', 'html_escape', 'frame_to_markdown', 'MissingFileError', 'jsonable', 'write_json', 'read_json',
-           'write_frame', 'read_frame', 'need_file']
+           'write_frame', 'read_frame', 'need_file', 'write_summaries']
 
 # %% ../nbs/00a_tables.ipynb #5841e8f2
 def plain_text(x) -> str:
@@ -84,3 +84,12 @@ def need_file(folder: Path, name: str, what: str) -> Path:
     if not f.exists():
         raise MissingFileError(f"{folder} holds no {what} ({name} is missing); write it with `save(dir)` first.")
     return f
+
+# %% ../nbs/00a_tables.ipynb #361479d7
+def write_summaries(out: Path, result, head: dict | None = None) -> Path:
+    "Write `head` as report.json (when given), `result.summary()` as summary.txt and `result.to_markdown()` as report.md; return `out`."
+    if head is not None:
+        write_json(out / "report.json", head)
+    atomic_write(out / "summary.txt", plain_line(result.summary()) + "\n")
+    atomic_write(out / "report.md", result.to_markdown() + "\n")
+    return out

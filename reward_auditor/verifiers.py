@@ -26,8 +26,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .tables import plain_text
-from .safety import atomic_write, md_escape, plain_line
+from .tables import plain_text, write_summaries
+from .safety import atomic_write, md_escape
 import sympy
 from .verifier_answers import *
 from .verifier_answers import _brace_arg
@@ -610,11 +610,9 @@ class VerifierAuditResult:
                                     ("disagreement.csv", self.disagreement, True)):
             atomic_write(out / name, lambda p, f=frame, i=index: f.to_csv(p, index=i))
         atomic_write(out / "params.json", json.dumps(self.params, indent=1, sort_keys=True, default=str) + "\n")
-        atomic_write(out / "summary.txt", plain_line(self.summary()) + "\n")
-        atomic_write(out / "report.md", self.to_markdown() + "\n")
         if self.sanity is not None:
             atomic_write(out / "sanity.csv", lambda p, f=self.sanity: f.to_csv(p, index=False))
-        return out
+        return write_summaries(out, self)
 
     @classmethod
     def load(cls, path) -> "VerifierAuditResult":

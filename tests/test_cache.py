@@ -115,3 +115,17 @@ def test_nested_folder_created(tmp_path):
     c = ScoreCache(tmp_path / "a" / "b" / "scores.sqlite")
     c.put_many("fp", [("q",)], [1.0])
     assert (tmp_path / "a" / "b" / "scores.sqlite").exists()
+
+
+def test_a_full_disk_refuses_the_whole_batch_and_keeps_what_was_stored(tmp_path):
+    "A full disk (simulated with SQLite's page limit) is one CacheError; no row of the batch stays, earlier rows do."
+    c = ScoreCache(tmp_path / "scores.sqlite")
+    c.put_many("fp", [("kept",)], [1.0])
+    con = c._connect()
+    con.execute(f"PRAGMA max_page_count = {con.execute('PRAGMA page_count').fetchone()[0]}")
+    keys = [(f"answer {i} " * 40,) for i in range(2000)]
+    with pytest.raises(CacheError, match="free disk space"):
+        c.put_many("fp", keys, [float(i) for i in range(2000)])
+    assert c.get_many("fp", [("kept",), keys[0], keys[-1]]) == [1.0, None, None]
+    c.put_many("fp", [("kept",)], [2.0])               # the connection is usable after the rollback
+    assert c.get_many("fp", [("kept",)]) == [2.0]

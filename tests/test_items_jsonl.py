@@ -20,9 +20,15 @@ def test_items_jsonl_has_one_line_per_pair_and_condition(tmp_path):
     # the rewards are the items' own, and `correct` of the original pairs gives the risk table's accuracy
     it = res.items.set_index(["model", "id", "perturbation"])
     le = got[got["condition"] == "LE"].set_index(["model", "id"])
-    np.testing.assert_array_equal(le["reward_chosen"].to_numpy(),
-                                  it.xs("LE", level="perturbation").loc[le.index, "reward_chosen_after"].to_numpy())
-    orig = got[got["condition"] == "orig"]
+    orig = got[got["condition"] == "orig"].set_index(["model", "id"])
+    for cond, frame, when in (("LE", le, "after"), ("orig", orig, "before")):
+        mine = it.xs("LE", level="perturbation").loc[frame.index]
+        for side in ("chosen", "rejected"):
+            np.testing.assert_array_equal(frame[f"reward_{side}"].to_numpy(), mine[f"reward_{side}_{when}"].to_numpy(),
+                                          err_msg=f"{cond} {side}")
+    # margin and correct follow from the two rewards (margin > 0 is right), recomputed here
+    np.testing.assert_allclose(got["margin"], got["reward_chosen"] - got["reward_rejected"], rtol=0, atol=1e-12)
+    assert (got["correct"] == (got["reward_chosen"] > got["reward_rejected"])).all()
     acc = orig.groupby(["model", "subset"])["correct"].mean()
     t = res.table.drop_duplicates(["model", "subset"]).set_index(["model", "subset"])["accuracy_before"]
-    np.testing.assert_allclose(acc.loc[t.index].to_numpy(), t.to_numpy())
+    np.testing.assert_allclose(acc.loc[t.index].to_numpy(), t.to_numpy(), rtol=0, atol=1e-12)

@@ -5,6 +5,7 @@ import contextlib
 import io
 import itertools
 import json
+import math
 import re
 import warnings
 
@@ -15,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tiny_models import PRM_STYLES, tiny_prm  # noqa: E402
+from tiny_models import PRM_STYLES, tiny_folders, tiny_prm  # noqa: E402
 
 from reward_auditor import perturbations as P  # noqa: E402
 from reward_auditor.cache import ScoreCache  # noqa: E402
@@ -52,10 +53,7 @@ def write_jsonl(path, rows):
 
 @pytest.fixture(scope="module")
 def prms(tmp_path_factory):
-    root = tmp_path_factory.mktemp("prms")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {s: tiny_prm(root / s, s, seed=i) for i, s in enumerate(PRM_STYLES)}
+    return tiny_folders(tmp_path_factory.mktemp("prms"), tiny_prm, PRM_STYLES)
 
 
 # ---------------------------------------------------------------------------------------------------- step scores
@@ -95,12 +93,12 @@ def test_step_scores_equal_a_hand_computation(prms, style):
     assert isinstance(sc, PRMScorer) and sc.style == style
     hand = _hand(style, prms[style], PROMPT, STEPS)
     assert len(hand) == len(STEPS)
-    np.testing.assert_allclose(sc.step_scores(PROMPT, STEPS), hand, atol=1e-5)
+    np.testing.assert_allclose(sc.step_scores(PROMPT, STEPS), hand, rtol=0, atol=1e-6)  # measured: at most 6e-8
     # padded batches of solutions of different lengths give the same step scores as one at a time
     other = ["2 + 2 = 4."]
     got = sc.score_solutions([PROMPT, "What is 2 + 2?"], [STEPS, other], progress=False)
-    np.testing.assert_allclose(got[0], hand, atol=1e-5)
-    np.testing.assert_allclose(got[1], _hand(style, prms[style], "What is 2 + 2?", other), atol=1e-5)
+    np.testing.assert_allclose(got[0], hand, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got[1], _hand(style, prms[style], "What is 2 + 2?", other), rtol=0, atol=1e-6)
 
 
 def test_remote_code_prm_needs_trust_and_is_found_from_its_config(prms):
@@ -122,7 +120,7 @@ def test_aggregates_cache_and_manifest_settings(prms):
         res = sc.score_pairs(pairs, cache=store, progress=False)
         steps = list(res["step_scores_chosen"][0])
         expect = {"min": min(steps), "prod": float(np.prod(steps)), "last": steps[-1], "mean": float(np.mean(steps))}[how]
-        assert np.isclose(res["reward_chosen"][0], np.log(expect / (1 - expect)))
+        assert math.isclose(res["reward_chosen"][0], math.log(expect / (1 - expect)), rel_tol=1e-12, abs_tol=1e-12)
         assert sc.settings()["aggregate"] == how
         scores[how] = sc.fingerprint
     assert len(set(scores.values())) == 1  # the cache holds step scores: one fingerprint for every aggregate
@@ -324,8 +322,11 @@ def test_step_audit_reports_a_fixed_threshold(prms):
     res = prm_step_audit(sols, sc, ["SN"], threshold=0.5, B=999)
     assert res.manifest["threshold"] == 0.5 and res.manifest["threshold_source"] == "given"
     after = res.steps[res.steps.perturbation == "SN"]
-    assert np.isclose(first_error_metrics(after.first_error, after.step_scores, 0.5)["f1"], res.summary.f1_after[0])
     assert all(len(a) == len(b) for a, b in zip(after.step_scores, sols.steps))
+    # the F1 before and after, recomputed from the definition on scores taken from the scorer directly
+    before = [sc.step_scores(p, st) for p, st in zip(sols.prompt, sols.steps)]
+    assert abs(res.summary.f1_before[0] - _brute_f1(sols.first_error, before, 0.5)) < 1e-12
+    assert abs(res.summary.f1_after[0] - _brute_f1(after.first_error, list(after.step_scores), 0.5)) < 1e-12
 
 
 # ---------------------------------------------------------------------------------------------------------- CLI
@@ -350,9 +351,17 @@ def test_trl_stepwise_file_audited_end_to_end_from_the_cli(prms, tmp_path):
     prm = json.loads((out / "prm" / "prm" / "prm.json").read_text())
     assert prm["aggregate"] == "prod" and prm["n_solutions"] == 12 and prm["perturbations"] == ["SN", "MX", "PH"]
     assert "first-error F1" in buf.getvalue()
-    # the per-pair step scores in items.parquet are the scorer's own
-    r = items[(items.perturbation == "SN")].iloc[0]
-    assert len(r["step_scores_chosen_before"]) == len(r["step_scores_chosen_after"])
+    # the per-pair step scores in items.parquet are the scorer's own, and the reward is the product's log-odds
+    with pytest.warns(UserWarning):
+        pairs = load_preferences(f, errors="drop").set_index("id")
+    sc = load_scorer(str(prms["token-classification"]), kind="prm")
+    for r in items[items.perturbation == "SN"].itertuples():
+        pair = pairs.loc[r.id]
+        want = sc.step_scores(pair["prompt"], list(pair["chosen_steps"]))
+        np.testing.assert_allclose(r.step_scores_chosen_before, want, rtol=0, atol=1e-6)
+        assert len(r.step_scores_chosen_after) == len(want)
+        q = float(np.prod(r.step_scores_chosen_before))
+        assert math.isclose(r.reward_chosen_before, math.log(q / (1 - q)), rel_tol=1e-9, abs_tol=1e-9)
 
 
 def test_processbench_file_without_pairs_runs_the_step_audit_alone(prms, tmp_path):
@@ -366,7 +375,8 @@ def test_processbench_file_without_pairs_runs_the_step_audit_alone(prms, tmp_pat
                    "--perturbations", "SN", "--out", str(tmp_path / "run"), "-q"])
     assert rc == 0, err.getvalue()
     assert "only the step-level PRM audit runs" in err.getvalue()
-    assert (tmp_path / "run" / "prm" / "token-classification" / "prm_summary.parquet").exists()
+    summary = pd.read_parquet(tmp_path / "run" / "prm" / "token-classification" / "prm_summary.parquet")
+    assert summary["perturbation"].tolist() == ["SN"] and summary["n"].tolist() == [6]
 
 
 def test_prm_options_need_kind_prm_and_models_lists_prm_families(tmp_path):

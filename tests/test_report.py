@@ -24,6 +24,29 @@ def run_dir(tmp_path_factory):
     return out
 
 
+def distinct_words(prompt, response):
+    "A toy reward model: the number of distinct words of the answer."
+    return float(len(set(str(response).split())))
+
+
+def answer_length(prompt, response):
+    "Another toy reward model: the answer's length in characters, scaled."
+    return len(str(response)) / 50
+
+
+@pytest.fixture(scope="module")
+def mixed_dir(tmp_path_factory):
+    "Two toy reward models beside two control scorers, on the same hostile data."
+    d = load_sample()
+    d["prompt"] = d["prompt"] + " " + PAYLOAD
+    d["chosen"] = d["chosen"] + " <b>bold?</b>"
+    d["subset"] = d["subset"].replace({"chat": "<i>chat</i>"})
+    out = tmp_path_factory.mktemp("runs") / "mixed"
+    audit(d, [distinct_words, answer_length, "overlap", "noise"], ["EF", "LE"], permutations=300, out=out,
+          progress=False)
+    return out
+
+
 def _assert_safe(page: str, texts_shown: bool = True):
     assert "<script>alert" not in page and "<img src=x" not in page and "<i>chat</i>" not in page
     assert "<u>id-0</u>" not in page and "<b>bold?</b>" not in page
@@ -50,17 +73,29 @@ def test_model_report(run_dir):
     assert "(length control" in page and "(lexical-overlap control)" in page and "(hash-noise control)" in page
     assert "def " not in page and "import reward_auditor" not in page  # code cells are excluded
     _assert_one_subset_order(_risk_rows(page), 5)  # the sample's five subsets, one order for every model
+    # the accuracy column with the comparison's significance letters beside it (three scorers: compare ran)
+    risk = page[page.index("<table", page.index("Risk table")):]
+    risk = risk[:risk.index("</table>")]
+    assert ">accuracy<" in risk and len(re.findall(r">\d\.\d{3} [a-z]+<", risk)) == 15, risk[:2000]
     assert "overflow-x: auto" in page  # a wide risk table scrolls inside the page instead of being cut
 
 
-def test_subset_and_compare_reports(run_dir, tmp_path):
-    sub = render(run_dir, by="subset")
-    _assert_safe(sub.html.read_text(), texts_shown=False)
-    assert "share of models significant" in sub.html.read_text() or "share_significant" in sub.html.read_text()
+def test_subset_and_compare_reports(run_dir, mixed_dir, tmp_path):
+    sub = render(mixed_dir, by="subset")
+    page = sub.html.read_text()
+    _assert_safe(page, texts_shown=False)
+    assert "share of models significant" in page or "share_significant" in page
+    # the controls are kept apart: the summary counts the two reward models, each subset has a table of its own for them
+    assert "Counted over 2 reward models (distinct_words, answer_length); the control scorers (overlap, noise)" in page
+    assert page.count("control scorers (reference points)") == 5 and page.count(">reward models<") == 5
+    for table in re.findall(r"<table.*?</table>", page, flags=re.S):
+        if "reward models</caption>" in table:
+            assert "overlap" not in table and "noise" not in table and re.search(r">\d\.\d{3} [a-z]+<", table)
     cmp = render(run_dir, compare=[run_dir], out=tmp_path / "cmp")
     page = cmp.html.read_text()
     _assert_safe(page, texts_shown=False)
     assert "Meta-evaluation" in page and "data:image/png;base64" in page
+    assert len(re.findall(r"<h1[ >]", page)) == 1, re.findall(r"<h1[^>]*>[^<]*", page)  # one title
     assert cmp.html.parent == tmp_path / "cmp"
 
 
@@ -143,3 +178,35 @@ def test_risk_table_keeps_one_subset_order_with_below_chance_markers():
     labels = _risk_rows(page)
     assert "math (below chance)" in labels and "chat (below chance)" in labels
     _assert_one_subset_order(labels, len(subs))
+
+
+def test_delta_strip_tells_unchanged_and_zero_change_apart():
+    "Unchanged items get a colour of their own (not the zero line's grey), and a changed item with ΔM = 0 a third one."
+    import matplotlib.colors as mc
+    import pandas as pd
+    from reward_auditor import plots
+    items = pd.DataFrame({"model": "A", "subset": "s", "perturbation": "EF", "changed": [True] * 4 + [False] * 2,
+                          "delta": [0.1, -0.2, 0.0, 0.0, 0.0, 0.0]})
+    ax = plots.delta_distributions(items, "A").axes[0]
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["changed", "changed, ΔM = 0", "unchanged"]
+    colours = [mc.to_rgb(h.get_markerfacecolor()) for h in legend.legend_handles]
+    assert len(set(colours)) == 3
+    zero = [ln for ln in ax.lines if ln.get_linestyle() == "--"][0]
+    unchanged = colours[2]
+    assert max(unchanged) - min(unchanged) > 0.3 and unchanged != mc.to_rgb(zero.get_color())  # a colour, not grey
+    assert zero.get_zorder() < min(c.get_zorder() for c in ax.collections)  # the points sit on top of the line
+
+
+def test_comparison_charts_each_carry_a_legend():
+    import numpy as np
+    import pandas as pd
+    from reward_auditor import plots
+    sums = {run: pd.DataFrame({"share_significant": [0.5, 0.2], "sum_effect": [1.0, 0.3]}, index=["EF", "LC"])
+            for run in ("run-1", "run-2")}
+    fig = plots.meta_evaluation(sums)
+    assert [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes] == [["run-1", "run-2"]] * 2
+    fig = plots.rank_intervals(pd.DataFrame({"model": ["a", "b"], "accuracy": [0.9, 0.7], "rank": [1, 2],
+                                             "rank_low": [1, 1], "rank_high": [2, 2], "group": ["a", "a"]}))
+    assert fig.axes[0].get_legend() is not None
+    assert np.isfinite(fig.axes[0].get_xlim()).all()

@@ -15,17 +15,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cli_helpers import run_main, sample_jsonl
+
 from reward_auditor import cli as ra_cli
 from reward_auditor.data import load_sample
 
 REPO = Path(__file__).resolve().parents[1]
 KILLER = Path(__file__).with_name("killer.py")
-
-
-def run_main(capsys, *argv) -> tuple[int, str]:
-    "The command in this process → (exit code, stderr)."
-    code = ok([*map(str, argv)])
-    return code, capsys.readouterr().err
 
 
 def ok(argv) -> int:
@@ -46,12 +42,7 @@ def killed(*argv, kill_at: str, mode: str = "before", cwd=None) -> subprocess.Co
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
     "Two disjoint 24-item datasets as JSON lines."
-    d = tmp_path_factory.mktemp("data")
-    s = load_sample()
-    a, b = s.iloc[:24], s.iloc[24:48]
-    a.to_json(d / "a.jsonl", orient="records", lines=True)
-    b.to_json(d / "b.jsonl", orient="records", lines=True)
-    return d
+    return sample_jsonl(tmp_path_factory.mktemp("data"), a=slice(0, 24), b=slice(24, 48))
 
 
 AUDIT = ["--scorer", "length", "--perturbations", "EF,IU", "-B", "200", "--no-report", "-q"]

@@ -342,6 +342,25 @@ def test_risk_report_worked_example():
         S.risk_report(eff, p_adj, strict=True)
 
 
+
+def test_strict_margin_test_counts_clusters_not_pairs():
+    "With clusters: t over cluster sums (the cluster-means t for equal sizes), df = clusters − 1 (scipy's nct)."
+    rng = np.random.default_rng(4)
+    d = (0.35 + rng.normal(0, 0.9, (30, 1)) + rng.normal(0, 0.5, (30, 4))).ravel()   # 30 clusters of 4 pairs
+    ids = np.repeat(np.arange(30), 4)
+    t, n_eff, df = S.margin_statistic(d, ids)
+    cm = d.reshape(30, 4).mean(axis=1)
+    t_cm = scipy.stats.ttest_1samp(cm, 0.0).statistic
+    assert df == 29 and t == pytest.approx(t_cm, rel=1e-10) and n_eff < 60
+    ref = scipy.stats.nct.sf(t_cm, 29, 0.2 * math.sqrt(30) * d.std(ddof=1) / cm.std(ddof=1))
+    assert S.margin_test(t, n_eff, 0.2, df) == pytest.approx(ref, rel=1e-9)
+    pair = S.margin_statistic(d)                       # the pairs counted as independent: a far smaller p
+    assert pair == (S.effect_sizes(d).t, 120.0, 119.0)
+    assert S.margin_test(*pair[:2], 0.2) < S.margin_test(t, n_eff, 0.2, df)
+    rr = S.risk_report([0.5], [1e-4], t=[t], n=[n_eff], df=[df], strict=True)
+    assert rr["p_margin"].iloc[0] == S.margin_test(t, n_eff, 0.2, df)
+    assert S.margin_statistic(d, np.arange(120)) == pair                # clusters of one: today's test
+
 def test_presets_and_paper_code_stars():
     assert set(S.PRESETS) == {"default", "paper-code"}
     pc = S.PRESETS["paper-code"]

@@ -174,8 +174,15 @@ def test_cache_info_and_prune(store_on, tmp_path):
 def test_semantic_check_off_is_recorded_and_reported(tmp_path):
     from reward_auditor.audit import audit
     from reward_auditor.report import legend_html
-    res = audit(load_sample().head(12), "length", ["SP", "EF"], permutations=100, progress=False,
-                semantic_check=False)
+    data = load_sample().head(12)
+    S._EMBEDDINGS.clear()
+    before = S.embedding_stats()["computed"]
+    res = audit(data, "length", ["SP", "EF"], permutations=100, progress=False, semantic_check=False)
+    assert S.embedding_stats()["computed"] == before                 # nothing was embedded: the check did not run
+    sp = P.perturb(data, ["SP"], seed=0, semantic_check=False)["SP"].frame
+    raw = P.registry["SP"].apply_many(data["chosen"].tolist(), [P.item_rng(0, "SP", P.registry["SP"].version, i, "chosen")
+                                                                for i in data["id"]], **P.registry["SP"].defaults)
+    assert sp["chosen"].tolist() == raw                              # every rewrite kept, none restored
     assert res.manifest["semantic_check"] == "off"
     assert res.manifest["perturbations"]["SP"]["semantic_check"]["note"] == P.SEMANTIC_OFF
     assert "not checked for a change of meaning" in legend_html(res)

@@ -23,6 +23,26 @@ def test_warnings_are_one_line_per_kind_without_source(capsys):
     assert warnings.showwarning is not None and "WarningLines" not in type(warnings.showwarning).__name__
 
 
+def _bar_shown(quiet: bool, capsys) -> bool:
+    "Whether a bar a library makes after the CLI started reaches the terminal."
+    restore = quiet_bars(quiet=quiet)
+    try:
+        import tqdm.auto
+        bar = tqdm.auto.tqdm(range(3), desc="Loading weights")
+        list(bar)
+        bar.close()
+    finally:
+        restore()
+    return "Loading weights" in capsys.readouterr().err
+
+
+def test_bars_show_without_quiet_and_not_with_it(capsys):
+    "The control first: without -q the same bar is seen, so its absence under -q is the silencing, not the capture."
+    assert _bar_shown(False, capsys)
+    assert not _bar_shown(True, capsys)
+    assert _bar_shown(False, capsys)   # restored afterwards
+
+
 def test_quiet_silences_bars_of_libraries_imported_later(capsys):
     restore = quiet_bars(quiet=True)
     try:

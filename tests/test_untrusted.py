@@ -4,25 +4,19 @@ One test per rule; each reproduces the attack or the fault on the code before it
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pandas as pd
 import pytest
+
+from cli_helpers import run_main, sample_jsonl
 
 from reward_auditor import cli as ra_cli
 from reward_auditor.data import load_sample
 
 AUDIT = ["--scorer", "length", "--perturbations", "EF", "-B", "100", "--no-report", "-q"]
-
-
-def run_main(capsys, *argv) -> tuple[int, str]:
-    "The command in this process → (exit code, stderr)."
-    code = ra_cli.main([*map(str, argv)])
-    return code, capsys.readouterr().err
 
 
 def folder_hashes(folder: Path) -> dict[str, str]:
@@ -39,11 +33,7 @@ def folder_hashes(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     "Two disjoint 12-item datasets as JSON lines."
-    d = tmp_path_factory.mktemp("data")
-    s = load_sample()
-    s.iloc[:12].to_json(d / "a.jsonl", orient="records", lines=True)
-    s.iloc[40:52].to_json(d / "b.jsonl", orient="records", lines=True)
-    return d
+    return sample_jsonl(tmp_path_factory.mktemp("data"), a=slice(0, 12), b=slice(40, 52))
 
 
 class _Counting(BaseHTTPRequestHandler):

@@ -184,13 +184,20 @@ def test_non_numbers_as_log_probabilities_are_refused(bad):
 def test_a_rewrite_from_one_server_is_not_served_for_another(tmp_path):
     from reward_auditor.rewriters import OpenAIRewriter
     say = lambda who: js({"choices": [{"message": {"content": f"rewritten by {who}"}}]})
-    with serve({"/v1/chat/completions": say("A")}) as (a, _), serve({"/v1/chat/completions": say("B")}) as (b, hits_b):
+    with serve({"/v1/chat/completions": say("A")}) as (a, hits_a), serve({"/v1/chat/completions": say("B")}) as (b, hits_b):
         cache = tmp_path / "rewrites.sqlite"
         assert OpenAIRewriter(base_url=a + "/v1", model="same", cache=cache).rewrite(["x"], "do") == ["rewritten by A"]
         assert OpenAIRewriter(base_url=b + "/v1", model="same", cache=cache).rewrite(["x"], "do") == ["rewritten by B"]
-        assert len(hits_b) == 1
+        assert (len(hits_a), len(hits_b)) == (1, 1)
+        # the same server and settings again: served from the cache (so the cache is in use at all) ...
+        assert OpenAIRewriter(base_url=a + "/v1", model="same", cache=cache).rewrite(["x"], "do") == ["rewritten by A"]
+        assert len(hits_a) == 1
+        # ... but other sampling settings are another key: the server is asked again
         hot = OpenAIRewriter(base_url=a + "/v1", model="same", cache=cache, temperature=0.7)
-        assert hot.settings() != OpenAIRewriter(base_url=a + "/v1", model="same", cache=None).settings()
+        assert hot.rewrite(["x"], "do") == ["rewritten by A"] and len(hits_a) == 2
+        # ... and so is another seed, which the request sends
+        other_seed = OpenAIRewriter(base_url=a + "/v1", model="same", cache=cache, seed=1)
+        assert other_seed.rewrite(["x"], "do") == ["rewritten by A"] and len(hits_a) == 3
 
 
 # --------------------------------------------------------------------------- item 11: deadline and size cap

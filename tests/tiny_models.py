@@ -403,10 +403,39 @@ def _write_config(path: Path, updates: dict, drop=()):
     (path / "config.json").write_text(json.dumps(cfg, indent=2))
 
 
-def tiny_family(path: str | Path, family: str, seed: int = 0, **tok_kw) -> Path:
-    "Save a tiny model folder of a registry family (config, tokenizer, weights, and the family's code if any)."
+def tiny_folders(root: Path, build, names) -> dict:
+    "Build one tiny folder per name with `build(root / name, name, seed=i)`, hushing transformers' warnings → {name: path}."
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {name: build(Path(root) / name, name, seed=i) for i, name in enumerate(names)}
+
+
+def _import_folder_module(path: Path, pkg: str, module: str):
+    "Import `path/module.py` as part of a package named `pkg` (so its relative imports work), as a hub folder's own code is."
+    import importlib
     import importlib.util
     import sys
+    init = path / "__init__.py"
+    init.write_text("")
+    spec = importlib.util.spec_from_file_location(pkg, init, submodule_search_locations=[str(path)])
+    sys.modules[pkg] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[pkg])
+    code = importlib.import_module(f"{pkg}.{module}")
+    init.unlink()
+    return code
+
+
+def _keep_code_files(path: Path, keep: set):
+    "`save_pretrained` may copy code files into the folder; keep exactly the ones named in `keep`."
+    for p in path.glob("*.py"):
+        if p.name not in keep:
+            p.unlink()
+
+
+def tiny_family(path: str | Path, family: str, seed: int = 0, **tok_kw) -> Path:
+    "Save a tiny model folder of a registry family (config, tokenizer, weights, and the family's code if any)."
+    import importlib
     import torch
     from transformers import LlamaConfig
     path = Path(path)
@@ -452,16 +481,8 @@ def tiny_family(path: str | Path, family: str, seed: int = 0, **tok_kw) -> Path:
         cfgfile, cfgsrc, cfgcls = spec[5:]
         (path / cfgfile).write_text(cfgsrc)
         amap["AutoConfig"] = f"{cfgfile[:-3]}.{cfgcls}"
-    # build the model by importing the folder's own code (as a package, for relative imports)
     pkg = f"_tiny_family_{family.replace('-', '_')}_{abs(hash(str(path)))}"
-    init = path / "__init__.py"
-    init.write_text("")
-    spec_ = importlib.util.spec_from_file_location(pkg, init, submodule_search_locations=[str(path)])
-    mod = importlib.util.module_from_spec(spec_)
-    sys.modules[pkg] = mod
-    spec_.loader.exec_module(mod)
-    code = importlib.import_module(f"{pkg}.{modfile[:-3]}")
-    init.unlink()
+    code = _import_folder_module(path, pkg, modfile[:-3])
     arch = "qwen2" if family == "worldpm" else "llama"
     common = _config(arch, len(tok), tok).to_dict()
     for k in ("architectures", "model_type", "transformers_version", "auto_map"):
@@ -476,9 +497,7 @@ def tiny_family(path: str | Path, family: str, seed: int = 0, **tok_kw) -> Path:
     model = _init(getattr(code, cls)(cfg), seed)
     model.save_pretrained(str(path))
     _write_config(path, {"architectures": [cls], "auto_map": amap})
-    for p in path.glob("*.py"):  # save_pretrained may copy code files; keep exactly the family's
-        if p.name not in (modfile, spec[5] if len(spec) > 5 else None):
-            p.unlink()
+    _keep_code_files(path, {modfile, spec[5] if len(spec) > 5 else None})
     return path
 
 
@@ -510,8 +529,6 @@ PRM_STYLES = ("token-classification", "qwen-prm", "math-shepherd")
 
 def tiny_prm(path: str | Path, style: str = "token-classification", seed: int = 0, **tok_kw) -> Path:
     "Save a tiny process reward model of one style (see `reward_auditor.prm`) with its tokenizer to `path`."
-    import importlib.util
-    import sys
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     tok = tiny_tokenizer(None, **tok_kw)
@@ -533,21 +550,10 @@ def tiny_prm(path: str | Path, style: str = "token-classification", seed: int = 
     tok.add_tokens(["<extra_0>"], special_tokens=True)
     tok.save_pretrained(str(path))
     (path / "modeling_qwen2_prm.py").write_text(_QWEN2_PRM)
-    pkg = f"_tiny_prm_{abs(hash(str(path)))}"
-    init = path / "__init__.py"
-    init.write_text("")
-    spec_ = importlib.util.spec_from_file_location(pkg, init, submodule_search_locations=[str(path)])
-    mod = importlib.util.module_from_spec(spec_)
-    sys.modules[pkg] = mod
-    spec_.loader.exec_module(mod)
-    import importlib
-    code = importlib.import_module(f"{pkg}.modeling_qwen2_prm")
-    init.unlink()
+    code = _import_folder_module(path, f"_tiny_prm_{abs(hash(str(path)))}", "modeling_qwen2_prm")
     cfg = _config("qwen2", len(tok), tok)
     _init(code.Qwen2ForProcessRewardModel(cfg), seed).save_pretrained(str(path))
     _write_config(path, {"architectures": ["Qwen2ForProcessRewardModel"],
                          "auto_map": {"AutoModel": "modeling_qwen2_prm.Qwen2ForProcessRewardModel"}})
-    for p in path.glob("*.py"):
-        if p.name != "modeling_qwen2_prm.py":
-            p.unlink()
+    _keep_code_files(path, {"modeling_qwen2_prm.py"})
     return path
