@@ -165,7 +165,8 @@ def _jsonable(x):
     return x
 
 
-def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, semantic_check: bool = True) -> str:
+def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping,
+                   semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT) -> str:
     "What a stored condition depends on: the data, the perturbation and its version, the seed and options."
     p = ra_perturbations.registry[name]
     blob = json.dumps([data_fingerprint(data), name, str(getattr(p, "version", ""))
@@ -183,7 +184,7 @@ def _storable(name: str, options: Mapping) -> bool:
 
 
 def store_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, turns: str = "final",
-              semantic_check: bool = True) -> str | None:
+              semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT) -> str | None:
     """The content key of a condition in the cross-run store: items' texts, perturbation, version and options, seed,
     meaning check, backends' versions and rewriter identity (None when the condition cannot be stored)."""
     pt = ra_perturbations
@@ -269,7 +270,7 @@ def _save_condition(store: Path, cond, key: str) -> None:
 def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed: int = 0,
                     on_unavailable: str = "skip", progress: bool = False, store: str | Path | None = None,
                     workers: int | None = None, turns: str = "final", perturber: Any = None,
-                    semantic_check: bool = True, report: dict | None = None,
+                    semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, report: dict | None = None,
                     **options) -> tuple[dict, dict[str, str]]:
     """Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason}).
 
@@ -291,7 +292,7 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
     source, cpu = {}, {}
     emb0 = ra_store.embedding_stats()
     turn_kw = {"turns": turns} if turns != "final" else {}
-    check_kw = {} if semantic_check else {"semantic_check": False}
+    check_kw = {} if semantic_check == pt.SEMANTIC_CHECK_DEFAULT else {"semantic_check": bool(semantic_check)}
     for name in tqdm(names, desc="perturb", disable=not progress, leave=False):
         t0 = _cpu()
         # each perturbation gets the options it takes (a rewriter goes to the *-model variants only)
@@ -1246,8 +1247,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
           errors: str = "raise", overwrite: bool = False,
           perturb_turns: str = "final", group_by: str | None = None,
-          on_start: Callable[[], Any] | None = None, semantic_check: bool = True,
-          rewriter: Any = None) -> AuditResult:
+          on_start: Callable[[], Any] | None = None,
+          semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, rewriter: Any = None) -> AuditResult:
     """Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`).
 
     `data`, `scorers`, `engine` and `rewriter` take specs (`specs`): e.g. `{"paths": [...], "limit": 200}`,

@@ -345,8 +345,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="which user turns of a conversation prompt-side perturbations change: the final one "
                         "(default) or every one")
     g.add_argument("--semantic-check", choices=["on", "off"], default=S,
-                   help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on); off "
-                        "is recorded in the manifest and the report says the rewrites were not checked")
+                   help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on; needs "
+                        "reward-auditor[semantic]); off loads no model, is recorded in the manifest, and the report "
+                        "says the rewrites were not checked")
     _rewriter_options(g, S)
     g = p.add_argument_group("scorers")
     g.add_argument("--model", action="append", default=S, metavar="[NAME=]PATH",

@@ -432,7 +432,7 @@ class PerturbPool:
                 out.update(pt.perturb(data, [name], seed=seed, **options))
                 continue
             bounds = [round(i * len(data) / parts) for i in range(parts + 1)]
-            check = name in pt.SEMANTIC_THRESHOLDS and options.get("semantic_check", True)
+            check = name in pt.SEMANTIC_THRESHOLDS and options.get("semantic_check", pt.SEMANTIC_CHECK_DEFAULT)
             # the meaning check runs once, here, over all items: one embedder, each distinct text embedded once
             res = self._map([data.iloc[a:b] for a, b in zip(bounds, bounds[1:])], name, seed,
                             {**options, "semantic_check": False} if check else options)

@@ -28,21 +28,21 @@ import pandas as pd
 # %% auto #0
 __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS', 'STOPWORDS', 'KEY_NEIGHBOURS', 'EF_STYLES',
            'IMPERATIVES', 'CN_OPS', 'CN_PROBS', 'LEXNAMES', 'WORDNET_FILES', 'DEBIAN_WORDNET', 'NUMBER_WORDS',
-           'SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'SEMANTIC_OFF', 'LE_OPENERS',
-           'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS', 'BUILTINS', 'CANONICAL', 'RESPONSE_FILE_NAMES', 'RMBENCH_NAMES',
-           'PERTURBATION_LEGEND', 'OFFLINE_NOTE', 'STEP_PERTURBATIONS', 'SN_STYLES', 'item_rng', 'protected_spans',
-           'mask', 'Segmented', 'words', 'sentences', 'edit_size', 'Perturbation', 'FunctionPerturbation', 'Registry',
-           'register', 'core_instruction', 'emphasis_format', 'punctuation_sites', 'punctuation_habits',
-           'random_handle', 'irrelevant_username', 'random_link', 'irrelevant_weblink', 'typo', 'noise_candidates',
-           'character_noise', 'lexnames_text', 'build_wordnet_folder', 'wordnet_reader', 'nltk_data_dirs',
-           'WordNetLite', 'wordnet_lite', 'wordnet_resources', 'tagged_count', 'is_wordnet_mwe', 'st_protected',
-           'SentenceEmbedder', 'minilm_folder', 'minilm_id', 'sentence_embedder', 'semantic_embeddings', 'plain_text',
-           'semantic_key', 'semantic_filter', 'synonym_candidates', 'synonym_transformation', 'SynonymTransformation',
-           'prose_sentences', 'length_template', 'is_structured', 'structure', 'structured_presentation', 'unstructure',
-           'DataSizedMemo', 'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces',
-           'ModelRewrite', 'Condition', 'perturb', 'condition_from_frame', 'conditions_from_file', 'legend_frame',
-           'legend_text', 'perturb_steps', 'step_marker', 'StepNumbering', 'math_variant', 'PerturbationError',
-           'MissingResourceError', 'cache_dir']
+           'SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'SEMANTIC_OFF', 'SEMANTIC_CHECK_DEFAULT',
+           'LE_OPENERS', 'LE_LIST_HEADS', 'LE_RECAPS', 'SP_HEADINGS', 'BUILTINS', 'CANONICAL', 'RESPONSE_FILE_NAMES',
+           'RMBENCH_NAMES', 'PERTURBATION_LEGEND', 'OFFLINE_NOTE', 'STEP_PERTURBATIONS', 'SN_STYLES', 'item_rng',
+           'protected_spans', 'mask', 'Segmented', 'words', 'sentences', 'edit_size', 'Perturbation',
+           'FunctionPerturbation', 'Registry', 'register', 'core_instruction', 'emphasis_format', 'punctuation_sites',
+           'punctuation_habits', 'random_handle', 'irrelevant_username', 'random_link', 'irrelevant_weblink', 'typo',
+           'noise_candidates', 'character_noise', 'lexnames_text', 'build_wordnet_folder', 'wordnet_reader',
+           'nltk_data_dirs', 'WordNetLite', 'wordnet_lite', 'wordnet_resources', 'tagged_count', 'is_wordnet_mwe',
+           'st_protected', 'SentenceEmbedder', 'minilm_folder', 'minilm_id', 'sentence_embedder', 'semantic_embeddings',
+           'plain_text', 'semantic_key', 'semantic_filter', 'synonym_candidates', 'synonym_transformation',
+           'SynonymTransformation', 'prose_sentences', 'length_template', 'is_structured', 'structure',
+           'structured_presentation', 'unstructure', 'DataSizedMemo', 'translation_plan', 'restore', 'assemble',
+           'Translation', 'protected_pieces', 'ModelRewrite', 'Condition', 'perturb', 'condition_from_frame',
+           'conditions_from_file', 'legend_frame', 'legend_text', 'perturb_steps', 'step_marker', 'StepNumbering',
+           'math_variant', 'PerturbationError', 'MissingResourceError', 'cache_dir']
 
 # %% ../nbs/03_perturbations.ipynb #b6b818ac
 from .guards import unpack_zip_once
@@ -900,6 +900,7 @@ SEMANTIC_THRESHOLDS = {"ST": 0.80, "SP": 0.75, "SP-model": 0.75}  # SP: compared
 SEMANTIC_PACKAGE = "all_minilm_l6_v2"
 EMBED_TOKEN_BUDGET = 2048   # padded tokens per batch of the meaning check (sorted by length; bench/perturb.py --embed-budgets)
 SEMANTIC_OFF = "semantic check off: the rewrites were not checked for a change of meaning"
+SEMANTIC_CHECK_DEFAULT = True  # the meaning check runs unless switched off (--semantic-check off)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -1516,7 +1517,7 @@ def _perturb_history(p, name: str, seed: int, ids: list, df: pd.DataFrame, kw: d
 
 
 def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, turns: str = "final",
-            semantic_check: bool = True, **options) -> dict[str, Condition]:
+            semantic_check: bool = SEMANTIC_CHECK_DEFAULT, **options) -> dict[str, Condition]:
     "One `Condition` per perturbation name: perturbed copies of `data` with per-item change records."
     if turns not in ("final", "all"):
         raise PerturbationError(f"turns must be 'final' (the last user turn) or 'all' (every user turn), not {turns!r}")

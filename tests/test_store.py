@@ -91,15 +91,15 @@ import json, sys
 from reward_auditor.audit import audit
 from reward_auditor.data import load_sample
 r = audit(load_sample().head(24), sys.argv[1], ["EF", "PH", "ST", "SP", "LE"], permutations=200, out=sys.argv[2],
-          progress=False)
-print(json.dumps({"store": r.manifest["perturbation_store"], "torch": "torch" in sys.modules,
+          progress=False, semantic_check=sys.argv[3] == "on")
+print(json.dumps({"store": r.manifest["perturbation_store"], "check": r.manifest["semantic_check"], "torch": "torch" in sys.modules,
                   "transformers": "transformers" in sys.modules}))
 """
 
 
-def _audit_in_process(scorer, out):
+def _audit_in_process(scorer, out, check="on"):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-c", AUDIT, scorer, str(out)], env=env, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", AUDIT, scorer, str(out), check], env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -119,6 +119,19 @@ def test_second_audit_perturbs_nothing_embeds_nothing_imports_no_torch(store_on,
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     info = S.store_info()
     assert info["conditions"] == 5 and info["embeddings"] > 0
+
+
+def test_audit_without_the_meaning_check_loads_no_embedder_and_no_torch(store_on, tmp_path):
+    "The meaning check is on by default; switched off, a first audit with a control scorer embeds nothing and imports no torch."
+    import inspect
+    from reward_auditor.audit import audit
+    from reward_auditor.cli import build_parser
+    assert inspect.signature(audit).parameters["semantic_check"].default is True
+    assert build_parser().parse_args(["perturb", "--data", "x.jsonl", "--out", "p.parquet"]).semantic_check == "on"
+    first = _audit_in_process("length", tmp_path / "a", check="off")
+    assert first["check"] == "off" and set(first["store"]["conditions"].values()) == {"made"}
+    assert first["store"]["embeddings"]["loads"] == 0 and first["store"]["embeddings"]["computed"] == 0
+    assert not first["torch"] and not first["transformers"]
 
 
 def test_corrupt_store_entry_is_made_again(store_on, tmp_path):
@@ -194,11 +207,11 @@ def test_pool_runs_the_meaning_check_once_in_the_parent():
     from reward_auditor.engines import PerturbPool
     _minilm()
     data = load_sample().head(48)
-    whole = P.perturb(data, ["ST", "SP"], seed=5)
+    whole = P.perturb(data, ["ST", "SP"], seed=5, semantic_check=True)
     S.release_embedders()                       # forget the vectors: the split must embed again, here
     before = S.embedding_stats()["computed"]
     with PerturbPool(workers=2, min_items=16) as pool:
-        split = pool.perturb(data, ["ST", "SP"], seed=5)
+        split = pool.perturb(data, ["ST", "SP"], seed=5, semantic_check=True)
     assert S.embedding_stats()["computed"] > before
     for n in ("ST", "SP"):
         pd.testing.assert_frame_equal(split[n].frame, whole[n].frame, check_exact=True)

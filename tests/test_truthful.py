@@ -305,7 +305,7 @@ def test_st_keeps_expressions_names_quantities_and_terms():
 def test_semantic_check_counts_rejections_in_the_record(tmp_path):
     from reward_auditor.perturbations import SEMANTIC_THRESHOLDS, perturb, sentence_embedder
     from reward_auditor.data import load_sample
-    c = perturb(load_sample(), ["ST", "SP"], seed=0)
+    c = perturb(load_sample(), ["ST", "SP"], seed=0, semantic_check=True)
     for name in ("ST", "SP"):
         sem = c[name].record["semantic_check"]
         if sentence_embedder() is None:
