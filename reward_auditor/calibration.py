@@ -122,12 +122,18 @@ def resample_weights(n: int, n_boot: int = 1000, seed=0, groups=None) -> np.ndar
     return Wc[:, codes]
 
 
-def _weighted_ece(W: np.ndarray, margin, n_bins: int = N_BINS) -> np.ndarray:
-    "ECE (equal-width bins) of each weighted replicate, rows of `W`."
+def _one_hot(b: np.ndarray, n_bins: int) -> np.ndarray:
+    "The pairs × bins indicator matrix of bin indices `b`."
+    H = np.zeros((b.size, n_bins))
+    H[np.arange(b.size), b] = 1.0
+    return H
+
+
+def _weighted_ece(W: np.ndarray, margin, n_bins: int = N_BINS, w_sum: np.ndarray | None = None) -> np.ndarray:
+    "ECE (equal-width bins) of each weighted replicate, rows of `W` (`w_sum`: `W.sum(axis=1)`, when known)."
     c, y = confidence_correct(margin)
-    H = np.zeros((c.size, n_bins))
-    H[np.arange(c.size), bin_index(c, n_bins)] = 1.0
-    return np.abs(W @ (H * (y - c)[:, None])).sum(axis=1) / W.sum(axis=1)
+    return np.abs(W @ (_one_hot(bin_index(c, n_bins), n_bins) * (y - c)[:, None])).sum(axis=1) / (
+        W.sum(axis=1) if w_sum is None else w_sum)
 
 
 def basic_interval(estimate: float, replicates, level: float = 0.95, floor: float | None = None) -> tuple[float, float]:
@@ -148,11 +154,9 @@ def ece_interval(margin, level: float = 0.95, n_boot: int = 1000, seed=0, groups
 def ece_band(margin, level: float = 0.95, n_draws: int = 1000, seed=0, n_bins: int = N_BINS) -> float:
     "Upper `level` quantile of the ECE of a calibrated model with these confidences (outcomes drawn from c)."
     c, _ = confidence_correct(margin)
-    b = bin_index(c, n_bins)
     Y = (np.random.default_rng(seed).random((n_draws, c.size)) < c).astype(np.float64)
-    H = np.zeros((c.size, n_bins))
-    H[np.arange(c.size), b] = 1.0
-    return float(np.quantile(np.abs((Y - c) @ H).sum(axis=1) / max(c.size, 1), level))
+    return float(np.quantile(np.abs((Y - c) @ _one_hot(bin_index(c, n_bins), n_bins)).sum(axis=1)
+                             / max(c.size, 1), level))
 
 # %% ../nbs/18_calibration.ipynb #11ece057
 @dataclass
@@ -168,6 +172,11 @@ class TemperatureFit:
     level: float = 0.95
 
 
+def _z(level: float) -> float:
+    "The two-sided normal quantile `Φ⁻¹(1 − (1 − level)/2)`: scipy's `norm.isf`, bit for bit, without its overhead."
+    return float(-special.ndtri((1 - level) / 2))
+
+
 def _dloss(beta: float, m: np.ndarray) -> float:
     return float(-np.mean(m * special.expit(-beta * m)))
 
@@ -176,6 +185,11 @@ def fit_temperature(margin, groups=None, level: float = 0.95) -> TemperatureFit:
     "T = 1/β̂ with β̂ minimising mean(softplus(−β m)); a cluster-robust Wald interval mapped from β to T."
     m = np.asarray(margin, np.float64)
     codes, G = _codes(groups, m.size)
+    return _fit_temperature(m, codes, G, level)
+
+
+def _fit_temperature(m: np.ndarray, codes: np.ndarray, G: int, level: float) -> TemperatureFit:
+    "`fit_temperature` on float margins with their cluster codes (0..G−1) already made."
     if m.size == 0:
         return TemperatureFit(np.nan, np.nan, np.nan, np.nan, np.nan, 0, 0, level)
     if _dloss(0.0, m) >= 0:      # mean(m) <= 0: the best slope is 0
@@ -190,7 +204,7 @@ def fit_temperature(margin, groups=None, level: float = 0.95) -> TemperatureFit:
     curv = float(np.mean(m * m * special.expit(beta * m) * special.expit(-beta * m)))
     score = np.bincount(codes, weights=-m * special.expit(-beta * m), minlength=G)
     se = math.sqrt((score ** 2).sum() * G / (G - 1)) / (m.size * curv) if G > 1 and curv > 0 else np.nan
-    z = sps.norm.isf((1 - level) / 2)
+    z = _z(level)
     b_lo, b_hi = beta - z * se, beta + z * se
     inv = lambda b: math.inf if not b > 0 else 1.0 / b
     return TemperatureFit(inv(beta), inv(b_hi), inv(b_lo), beta, se, m.size, G, level)
@@ -227,7 +241,7 @@ def spearman_interval(x, y, level: float = 0.95) -> dict:
         return {"rho": np.nan, "low": np.nan, "high": np.nan, "p": np.nan, "n": n}
     r = sps.spearmanr(x, y)
     rho = float(r.statistic)
-    z, h = np.arctanh(np.clip(rho, -0.999999, 0.999999)), sps.norm.isf((1 - level) / 2) * math.sqrt(1.06 / (n - 3))
+    z, h = np.arctanh(np.clip(rho, -0.999999, 0.999999)), _z(level) * math.sqrt(1.06 / (n - 3))
     return {"rho": rho, "low": float(np.tanh(z - h)), "high": float(np.tanh(z + h)), "p": float(r.pvalue), "n": n}
 
 
@@ -290,7 +304,7 @@ def length_controlled_accuracy(margin, len_chosen, len_rejected, level: float = 
         return {"accuracy": np.nan, "low": np.nan, "high": np.nan, "k": 0}, st
     acc = float(ne["accuracy"].mean())
     se = math.sqrt(float((ne["accuracy"] * (1 - ne["accuracy"]) / ne["n"]).sum())) / K
-    z = sps.norm.isf((1 - level) / 2)
+    z = _z(level)
     return {"accuracy": acc, "low": max(0.0, acc - z * se), "high": min(1.0, acc + z * se), "k": K}, st
 
 # %% ../nbs/18_calibration.ipynb #24156b1e
@@ -498,53 +512,73 @@ def _family_seed(seed: int, *parts: str) -> int:
     return int.from_bytes(h[:8], "little") >> 1
 
 
-def _metrics(m: np.ndarray, W: np.ndarray, clusters, *, n_bins: int, level: float, seed: int) -> dict:
-    "The calibration numbers of one condition's margins (W: the family's bootstrap weights)."
-    fit = fit_temperature(m, clusters, level)
-    e_boot = _weighted_ece(W, m, n_bins)
-    e_lo, e_hi = basic_interval(ece(m, n_bins), e_boot, level, floor=0.0)
+def _metrics(m: np.ndarray, W: np.ndarray, codes: np.ndarray, G: int, w_sum: np.ndarray, *, n_bins: int, level: float,
+             seed: int) -> tuple[dict, np.ndarray, dict]:
+    "The calibration numbers of one condition's margins (W: the family's bootstrap weights, w_sum their row sums)."
+    fit = _fit_temperature(m, codes, G, level)
+    c, y = confidence_correct(m)
+    b = bin_index(c, n_bins)
+    H = _one_hot(b, n_bins)
+    e = float(np.abs(np.bincount(b, weights=y - c, minlength=n_bins)).sum() / c.size)   # = ece(m, n_bins)
+    e_boot = np.abs(W @ (H * (y - c)[:, None])).sum(axis=1) / w_sum                      # = _weighted_ece(W, m)
+    e_lo, e_hi = basic_interval(e, e_boot, level, floor=0.0)
+    Y = (np.random.default_rng(seed).random((W.shape[0], c.size)) < c).astype(np.float64)
+    band = float(np.quantile(np.abs((Y - c) @ H).sum(axis=1) / max(c.size, 1), level))  # = ece_band(m, …)
     T = fit.temperature
     scaled = m / T if 0 < T < math.inf else (np.zeros_like(m) if T == math.inf else None)
-    return {"n": int(m.size), "accuracy": float(correctness(m).mean()), "brier": brier(m), "log_loss": log_loss(m),
-            "ece": ece(m, n_bins), "ece_low": e_lo, "ece_high": e_hi,
-            "ece_band": ece_band(m, level, W.shape[0], seed, n_bins), "ece_adaptive": ece(m, n_bins, "adaptive"),
+    return {"n": int(m.size), "accuracy": float(y.mean()), "brier": brier(m), "log_loss": log_loss(m),
+            "ece": e, "ece_low": e_lo, "ece_high": e_hi, "ece_band": band, "ece_adaptive": ece(m, n_bins, "adaptive"),
             "temperature": T, "temperature_low": fit.low, "temperature_high": fit.high,
-            "ece_scaled": ece(scaled, n_bins) if scaled is not None else np.nan}, e_boot
+            "ece_scaled": ece(scaled, n_bins) if scaled is not None else np.nan}, e_boot, _reliability(b, c, y, n_bins)
+
+
+def _reliability(b: np.ndarray, c: np.ndarray, y: np.ndarray, n_bins: int) -> dict:
+    "`reliability_bins(m, n_bins)`'s columns from the pairs' bins, confidences and outcomes already made."
+    n = np.bincount(b, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        conf = np.bincount(b, weights=c, minlength=n_bins) / n
+        acc = np.bincount(b, weights=y, minlength=n_bins) / n
+    edges = np.linspace(0.5, 1.0, n_bins + 1)
+    return {"bin": np.arange(n_bins), "lo": edges[:-1], "hi": edges[1:], "n": n, "confidence": conf, "accuracy": acc,
+            "gap": acc - conf}
 
 
 def _family(pairs: pd.DataFrame, after: pd.DataFrame, changed: pd.DataFrame, *, n_bins: int, n_boot: int, level: float, B: int,
             seed: int, model: str, subset: str) -> tuple[list[dict], list[pd.DataFrame]]:
     "All conditions of one model × subset → (table rows, reliability frames)."
     # a condition under which no pair could be scored (every answer too long, say) is left out, not the pairs
-    scored = [n for n in after.columns if np.isfinite(after[n].to_numpy(float)).any()]
-    after, changed = after[scored], changed[scored]
-    names = list(after.columns)
-    M = np.column_stack([pairs["margin"].to_numpy(float), after.to_numpy(float)]) if names else \
-        pairs["margin"].to_numpy(float)[:, None]
+    A = after.to_numpy(float)
+    scored = np.isfinite(A).any(axis=0) if A.size else np.zeros(A.shape[1], bool)
+    names = [str(n) for n, keep in zip(after.columns, scored) if keep]
+    M = np.column_stack([pairs["margin"].to_numpy(float), A[:, scored]])
     ok = np.isfinite(M).all(axis=1)
     if not ok.any():  # no pair scored under every condition: nothing to calibrate here
         return [], []
-    M, P = M[ok], pairs[ok]
-    clusters = P["cluster"].to_numpy()
-    G = len(set(clusters))
+    M = M[ok]
+    Ch = changed.to_numpy()[:, scored][ok].astype(bool) if names else None
+    clusters = pairs["cluster"].to_numpy()[ok]
+    codes, G = _codes(clusters, len(clusters))
+    n_dropped = int((~ok).sum())
     fseed = _family_seed(seed, model, subset)
-    W = resample_weights(len(P), n_boot, fseed, clusters)
+    W = resample_weights(len(clusters), n_boot, fseed, clusters)
+    w_sum = W.sum(axis=1)
     rows, rel = [], []
-    base, base_boot = _metrics(M[:, 0], W, clusters, n_bins=n_bins, level=level, seed=fseed + 1)
-    rows.append({"model": model, "subset": subset, "condition": "orig", **base, "n_clusters": G,
-                 "n_dropped": int((~ok).sum())})
-    rel.append(reliability_bins(M[:, 0], n_bins).assign(model=model, subset=subset, condition="orig"))
+    base, base_boot, r0 = _metrics(M[:, 0], W, codes, G, w_sum, n_bins=n_bins, level=level, seed=fseed + 1)
+    G_rows = len(set(clusters))
+    rows.append({"model": model, "subset": subset, "condition": "orig", **base, "n_clusters": G_rows,
+                 "n_dropped": n_dropped})
+    rel.append(r0)
     if names:
-        tests = loss_change_tests(M[:, 0], M[:, 1:], clusters, B=B, seed=fseed) if len(P) >= 2 else None
+        tests = loss_change_tests(M[:, 0], M[:, 1:], clusters, B=B, seed=fseed) if len(clusters) >= 2 else None
         padj = bh_adjust(tests.pvalue) if tests is not None else np.full(len(names), np.nan)
         for k, name in enumerate(names):
             mk = M[:, k + 1]
-            cur, boot = _metrics(mk, W, clusters, n_bins=n_bins, level=level, seed=fseed + 2 + k)
+            cur, boot, rk = _metrics(mk, W, codes, G, w_sum, n_bins=n_bins, level=level, seed=fseed + 2 + k)
             dl = loss_differences(M[:, 0], mk)
-            dl_lo, dl_hi = basic_interval(float(dl.mean()), (W @ dl) / W.sum(axis=1), level)
+            dl_lo, dl_hi = basic_interval(float(dl.mean()), (W @ dl) / w_sum, level)
             de_lo, de_hi = basic_interval(cur["ece"] - base["ece"], boot - base_boot, level)
-            rows.append({"model": model, "subset": subset, "condition": name, **cur, "n_clusters": G,
-                         "n_dropped": int((~ok).sum()), "n_changed": int(changed[name].to_numpy(bool)[ok].sum()),
+            rows.append({"model": model, "subset": subset, "condition": name, **cur, "n_clusters": G_rows,
+                         "n_dropped": n_dropped, "n_changed": int(Ch[:, k].sum()),
                          "d_accuracy": cur["accuracy"] - base["accuracy"], "d_brier": cur["brier"] - base["brier"],
                          "d_log_loss": cur["log_loss"] - base["log_loss"],
                          "d_log_loss_low": dl_lo, "d_log_loss_high": dl_hi,
@@ -552,8 +586,12 @@ def _family(pairs: pd.DataFrame, after: pd.DataFrame, changed: pd.DataFrame, *, 
                          "d_temperature": cur["temperature"] - base["temperature"],
                          "p_log_loss": float(tests.pvalue[k]) if tests is not None else np.nan,
                          "p_adjusted": float(padj[k])})
-            rel.append(reliability_bins(mk, n_bins).assign(model=model, subset=subset, condition=name))
-    return rows, rel
+            rel.append(rk)
+    # one frame for the family's reliability bins: the columns of reliability_bins, then model, subset, condition
+    frame = pd.DataFrame({c: np.concatenate([r[c] for r in rel]) for c in rel[0]})
+    frame["model"], frame["subset"] = model, subset
+    frame["condition"] = np.repeat(["orig", *names], n_bins)
+    return rows, [frame]
 
 
 TABLE_COLUMNS = ["model", "subset", "condition", "n", "n_clusters", "n_changed", "n_dropped", "accuracy", "brier",

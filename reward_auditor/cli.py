@@ -258,7 +258,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
     group_weights=None, effect_ci="nct", overwrite=False, group_by=None, step_separator=None, aggregate=None,
     prm_threshold=None, perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None,
-    semantic_check="off")
+    semantic_check="on")
 PRM_OPTIONS = ("step_separator", "aggregate", "prm_threshold")  # only with --kind prm
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
@@ -345,8 +345,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="which user turns of a conversation prompt-side perturbations change: the final one "
                         "(default) or every one")
     g.add_argument("--semantic-check", choices=["on", "off"], default=S,
-                   help="on: undo ST/SP rewrites whose MiniLM similarity to the original is too low (loads the "
-                        "model; reward-auditor[semantic]). Default off: recorded in the manifest, and the report "
+                   help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on; needs "
+                        "reward-auditor[semantic]); off loads no model, is recorded in the manifest, and the report "
                         "says the rewrites were not checked")
     _rewriter_options(g, S)
     g = p.add_argument_group("scorers")
@@ -530,8 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "messages, sharegpt, ...)")
     q.add_argument("--perturb-turns", choices=["final", "all"], default="final",
                    help="which user turns prompt-side perturbations change: the final one (default) or every one")
-    q.add_argument("--semantic-check", choices=["on", "off"], default="off",
-                   help="on: undo ST/SP rewrites whose MiniLM similarity to the original is too low (default off)")
+    q.add_argument("--semantic-check", choices=["on", "off"], default="on",
+                   help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on)")
     q.add_argument("--columns", type=_columns, default=None, metavar="FIELD=COLUMN,...",
                    help="which of the file's columns hold each field, e.g. prompt=question,chosen=good,rejected=bad")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
@@ -968,7 +968,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
                        perturb_workers=args.get("workers") or os.cpu_count(), overwrite=bool(args.get("overwrite")),
                        perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
-                       semantic_check=args.get("semantic_check") == "on",
+                       semantic_check=args.get("semantic_check", "on") != "off",
                        errors="drop" if args.get("drop_invalid") else "raise",
                        rewriter=rewriter,
                        on_start=save_arguments)
@@ -1068,7 +1068,7 @@ def cmd_perturb(ns) -> int:
         raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
     rewriter = make_rewriter(vars(ns), names)
     conds, skipped = make_conditions(data, names, seed=ns.seed, progress=_progress(ns), turns=ns.perturb_turns,
-                                     semantic_check=ns.semantic_check == "on",
+                                     semantic_check=ns.semantic_check != "off",
                                      **({"rewriter": rewriter} if rewriter is not None else {}))
     if not conds:
         raise CLIError("no perturbation could run: " + "; ".join(f"{n}: {w}" for n, w in skipped.items()),

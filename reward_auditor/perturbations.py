@@ -900,7 +900,7 @@ SEMANTIC_THRESHOLDS = {"ST": 0.80, "SP": 0.75, "SP-model": 0.75}  # SP: compared
 SEMANTIC_PACKAGE = "all_minilm_l6_v2"
 EMBED_TOKEN_BUDGET = 2048   # padded tokens per batch of the meaning check (sorted by length; bench/perturb.py --embed-budgets)
 SEMANTIC_OFF = "semantic check off: the rewrites were not checked for a change of meaning"
-SEMANTIC_CHECK_DEFAULT = False  # the meaning check runs when asked (--semantic-check on): it loads a model
+SEMANTIC_CHECK_DEFAULT = True  # the meaning check runs unless switched off (--semantic-check off)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
 

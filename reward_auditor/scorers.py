@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 
 from .families import folder_hint, load_model
+from .scorer_base import *
+from .model_inputs import *
 from .scorer_kinds import *
 from .scorer_kinds import (CONTROLS, CallableScorer, DiscriminativeScorer, DPOScorer, JudgeScorer,
                                          PrecomputedScorer, Scorer, ScorerError)

@@ -175,3 +175,40 @@ def test_run_folder_with_a_foreign_items_file_is_refused(tmp_path):
     items.assign(margin_before=items["margin_before"] + 1).to_parquet(tmp_path / "a" / "items.parquet")
     with pytest.raises(ca.CalibrationError, match="mixes two runs"):
         ca.calibration(tmp_path / "a")
+
+
+def test_family_numbers_equal_the_per_condition_functions_bit_for_bit():
+    """`calibration` computes each condition's numbers from bins, confidences and weights made once per family; they
+    must equal, bit for bit, the public one-condition functions called on their own (the path it took before)."""
+    rng = np.random.default_rng(3)
+    n = 60
+    m = _calibrated(n, 2.0, seed=4)
+    pairs = pd.DataFrame({"id": [f"p{i}" for i in range(n)], "margin": m, "group_id": [f"g{i // 3}" for i in range(n)]})
+    after = {"A": m + rng.normal(0, 0.5, n), "B": 0.5 * m, "C": np.where(np.arange(n) < 5, np.nan, m - 0.3)}
+    items = pd.concat([pd.DataFrame({"model": "rm", "subset": "s", "id": pairs["id"], "perturbation": k,
+                                     "margin_before": m, "margin_after": v, "changed": True,
+                                     "group_id": pairs["group_id"]}) for k, v in after.items()], ignore_index=True)
+    res = ca.calibration(type("Run", (), {"items": items, "texts": None, "manifest": {}})(), seed=7, n_boot=200,
+                         permutations=200)
+    t = res.table.set_index("condition")
+    ok = np.isfinite(after["C"])                       # a pair missing under one condition leaves the family
+    M = {"orig": m[ok], **{k: v[ok] for k, v in after.items()}}
+    groups = pairs["group_id"].to_numpy()[ok]
+    fseed = ca._family_seed(7, "rm", "s")
+    W = ca.resample_weights(int(ok.sum()), 200, fseed, groups)
+    boot0 = ca._weighted_ece(W, M["orig"])
+    for k, (name, mk) in enumerate(M.items()):
+        row, fit = t.loc[name], ca.fit_temperature(mk, groups)
+        boot = ca._weighted_ece(W, mk)
+        want = {"ece": ca.ece(mk), "ece_band": ca.ece_band(mk, 0.95, 200, fseed + 1 + k),
+                "ece_adaptive": ca.ece(mk, method="adaptive"), "brier": ca.brier(mk), "log_loss": ca.log_loss(mk),
+                "temperature": fit.temperature, "temperature_low": fit.low, "temperature_high": fit.high,
+                "ece_scaled": ca.ece(mk / fit.temperature),
+                **dict(zip(("ece_low", "ece_high"), ca.basic_interval(ca.ece(mk), boot, floor=0.0)))}
+        if name != "orig":
+            want.update(zip(("d_ece_low", "d_ece_high"), ca.basic_interval(ca.ece(mk) - ca.ece(M["orig"]), boot - boot0)))
+        for col, v in want.items():
+            assert np.float64(row[col]).tobytes() == np.float64(v).tobytes(), (name, col, row[col], v)
+        rel = res.reliability[res.reliability["condition"] == name].drop(columns=["model", "subset", "condition"])
+        pd.testing.assert_frame_equal(rel.reset_index(drop=True), ca.reliability_bins(mk), check_exact=True)
+    assert (t["n"] == ok.sum()).all() and (t["n_dropped"] == (~ok).sum()).all() and (t["n_clusters"] == 19).all()  # g0 gone

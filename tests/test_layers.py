@@ -15,10 +15,11 @@ FLOORS = [
     ("statistics", {"stats", "multiplicity", "heterogeneity", "meta", "compare", "calibration"}),
     ("plots", {"plots"}),
     ("perturbations", {"rewriters", "perturbations"}),
-    ("scorer kinds", {"scorer_kinds"}),
+    ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds"}),
     ("scorer families", {"families", "endpoints", "prm"}),
     ("scorers", {"scorers"}),
-    ("runs", {"engines", "specs", "audit", "verifiers", "protocol", "prm_audit"}),
+    ("runs", {"engines", "specs", "audit", "verifier_answers", "verifier_transforms", "verifiers", "protocol",
+              "prm_audit"}),
     ("reports", {"report"}),
     ("command line", {"cli"}),
 ]

@@ -121,14 +121,14 @@ def test_second_audit_perturbs_nothing_embeds_nothing_imports_no_torch(store_on,
     assert info["conditions"] == 5 and info["embeddings"] > 0
 
 
-def test_first_default_audit_loads_no_embedder_and_no_torch(store_on, tmp_path):
-    "The meaning check is asked for: a first default audit with a control scorer embeds nothing and imports no torch."
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    script = AUDIT.replace(', semantic_check=sys.argv[3] == "on")', ")")      # the audit's own default
-    r = subprocess.run([sys.executable, "-c", script, "length", str(tmp_path / "a")], env=env, capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    first = json.loads(r.stdout.strip().splitlines()[-1])
+def test_audit_without_the_meaning_check_loads_no_embedder_and_no_torch(store_on, tmp_path):
+    "The meaning check is on by default; switched off, a first audit with a control scorer embeds nothing and imports no torch."
+    import inspect
+    from reward_auditor.audit import audit
+    from reward_auditor.cli import build_parser
+    assert inspect.signature(audit).parameters["semantic_check"].default is True
+    assert build_parser().parse_args(["perturb", "--data", "x.jsonl", "--out", "p.parquet"]).semantic_check == "on"
+    first = _audit_in_process("length", tmp_path / "a", check="off")
     assert first["check"] == "off" and set(first["store"]["conditions"].values()) == {"made"}
     assert first["store"]["embeddings"]["loads"] == 0 and first["store"]["embeddings"]["computed"] == 0
     assert not first["torch"] and not first["transformers"]

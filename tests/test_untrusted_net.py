@@ -237,7 +237,7 @@ def test_verifier_audit_refuses_a_power_tower_gold_at_once(tmp_path):
 
 
 def test_every_gold_parse_runs_under_the_time_limit(monkeypatch):
-    from reward_auditor import verifiers as V
+    from reward_auditor import verifier_answers as V  # where load_golds reads each gold
     monkeypatch.setattr(V, "read_answer", lambda tex, kind: time.sleep(30))
     t0 = time.monotonic()
     with pytest.raises(V.VerifierAuditError, match="longer than 0.5s"):
