@@ -224,7 +224,7 @@ def test_release_collects_only_when_a_model_was_loaded(monkeypatch):
     calls = []
     monkeypatch.setattr(gc, "collect", lambda *a: calls.append(1) or 0)
     e = S.Embeddings("test-model", load=lambda: object())
-    monkeypatch.setitem(S._EMBEDDINGS, "test-model", e)
+    monkeypatch.setattr(S, "_EMBEDDINGS", {"test-model": e})      # no model another test left loaded
     S.release_embedders()
     assert calls == []
     e.model                                  # loads
