@@ -40,7 +40,7 @@ def test_notebook_extra_renders_progress_bars_in_jupyter():
 
 
 # What `from reward_auditor.<module> import *` gave before the module was split into chapters (its `__all__`
-# at 6540337); a split hands the moved names on through the parent's `_all_`.
+# at 6540337, perturbations at 4e73d85); a split hands the moved names on through the parent's `_all_`.
 STAR_NAMES = {
     "verifiers": {
         "BUILTIN_GOLDS", "BUILTIN_VERIFIERS", "FedVerifier", "KINDS", "KNOWN_FINDINGS", "MAX_POWER_DIGITS",
@@ -60,6 +60,26 @@ STAR_NAMES = {
         "encode_text", "file_digest", "folder_fingerprint", "judge_margin", "length_batches", "model_limit",
         "pack_encoded", "padding_waste", "pick_device", "pick_dtype", "quantization_kwargs", "render_chat",
         "render_messages", "resolve_max_length", "truncate_ids", "unpack_encoded"},
+    "perturbations": {
+        "BUILTINS", "CANONICAL", "CN_OPS", "CN_PROBS", "CRITICAL_WORDS", "Condition", "DEBIAN_WORDNET",
+        "DataSizedMemo", "EF_STYLES", "EMBED_TOKEN_BUDGET", "FunctionPerturbation", "GROUPS", "IMPERATIVES",
+        "KEY_NEIGHBOURS", "LEXNAMES", "LE_LIST_HEADS", "LE_OPENERS", "LE_RECAPS", "MASK", "MATH_WORDS",
+        "MissingResourceError", "ModelRewrite", "NUMBER_WORDS", "OFFLINE_NOTE", "PERTURBATION_LEGEND",
+        "Perturbation", "PerturbationError", "RESPONSE_FILE_NAMES", "RMBENCH_NAMES", "Registry",
+        "SEMANTIC_CHECK_DEFAULT", "SEMANTIC_OFF", "SEMANTIC_PACKAGE", "SEMANTIC_THRESHOLDS", "SIDES",
+        "SN_STYLES", "SP_HEADINGS", "STEP_PERTURBATIONS", "STOPWORDS", "Segmented", "SentenceEmbedder",
+        "StepNumbering", "SynonymTransformation", "Translation", "WORDNET_FILES", "WordNetLite", "assemble",
+        "build_wordnet_folder", "cache_dir", "character_noise", "condition_from_frame",
+        "conditions_from_file", "core_instruction", "edit_size", "emphasis_format", "irrelevant_username",
+        "irrelevant_weblink", "is_structured", "is_wordnet_mwe", "item_rng", "legend_frame", "legend_text",
+        "length_template", "lexnames_text", "mask", "math_variant", "minilm_folder", "minilm_id",
+        "nltk_data_dirs", "noise_candidates", "perturb", "perturb_steps", "plain_text", "prose_sentences",
+        "protected_pieces", "protected_spans", "punctuation_habits", "punctuation_sites", "random_handle",
+        "random_link", "register", "registry", "restore", "semantic_embeddings", "semantic_filter",
+        "semantic_key", "sentence_embedder", "sentences", "st_protected", "step_marker", "structure",
+        "structured_presentation", "synonym_candidates", "synonym_transformation", "tagged_count",
+        "translation_plan", "typo", "unstructure", "wordnet_lite", "wordnet_reader", "wordnet_resources",
+        "words"},
 }
 
 
