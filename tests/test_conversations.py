@@ -303,7 +303,8 @@ def test_hh_end_to_end_through_the_cli(tmp_path, models):
         f.write("\n".join(lines) + "\n")
     out = tmp_path / "run"
     r = cli("audit", "--data", data, "--model", models["rm"], "--out", out, "--perturbations", "CN,ST",
-            "--permutations", "100", "--by", "turns", "--drop-invalid", "-q")
+            "--permutations", "100", "--by", "turns", "--drop-invalid", "-q",
+            "--semantic-check", "off")  # ST still rewrites the turns; the meaning check has tests of its own
     assert r.returncode == 0, r.stderr
     m = json.loads((out / "manifest.json").read_text())
     assert m["data"]["turns"]["multi_turn"] > 0 and m["data"]["turns"]["single_turn"] > 0

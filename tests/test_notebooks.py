@@ -14,7 +14,9 @@ def test_walkthrough_runs_without_shared_data(tmp_path):
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env_path) if p)
     try:
-        pm.execute_notebook(str(nb), str(out), parameters={"shared_dir": str(tmp_path / "absent"), "permutations": 200},
+        # no shared data and no meaning check (nbdev-test runs the notebook with it): the fallbacks, not the embedder
+        params = {"shared_dir": str(tmp_path / "absent"), "permutations": 200, "semantic_check": False}
+        pm.execute_notebook(str(nb), str(out), parameters=params,
                             kernel_name=kernel_name(), language="python", cwd=str(nb.parent), progress_bar=False)
     finally:
         os.environ["PYTHONPATH"] = env_path

@@ -216,3 +216,17 @@ def test_pool_runs_the_meaning_check_once_in_the_parent():
     for n in ("ST", "SP"):
         pd.testing.assert_frame_equal(split[n].frame, whole[n].frame, check_exact=True)
         assert split[n].record == whole[n].record
+
+
+def test_release_collects_only_when_a_model_was_loaded(monkeypatch):
+    "A full garbage collection costs ~0.1 s: an audit that loaded no embedder does not pay it."
+    import gc
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append(1) or 0)
+    e = S.Embeddings("test-model", load=lambda: object())
+    monkeypatch.setitem(S._EMBEDDINGS, "test-model", e)
+    S.release_embedders()
+    assert calls == []
+    e.model                                  # loads
+    S.release_embedders()
+    assert calls == [1] and e._model is None
