@@ -82,14 +82,15 @@ def slc_scaling(source: str, sizes=(1000, 10000)) -> None:
     fixed LRU memos of 8192 entries (rebuilt here around the same pure functions)."""
     from functools import lru_cache
     from reward_auditor import perturbations as P
+    from reward_auditor import translation as T  # where Translation looks its plan up
     tr = StubTranslator()
     new_plan = P._plan
     def old_memos():
         plan = lru_cache(maxsize=8192)(new_plan.__wrapped__)
         plan.fit = lambda n: None           # the previous memo had a fixed size
-        P._plan = plan
+        T._plan = plan
     def new_memos():
-        P._plan = new_plan
+        T._plan = new_plan
         new_plan.cache_clear()
     res = {}
     for n in sizes:

@@ -23,10 +23,27 @@ from .scorer_base import *
 from .scorer_base import _frame_of, _history_of_item, _items, _open_cache, _sha
 from .model_inputs import *
 from .model_inputs import _drop_oldest_turn, _is_oom
+# names defined in the chapters this one imports, still exported by `from reward_auditor.scorer_kinds import *` as before the split
+_all_ = [
+    'PAIR_COLUMNS', 'CONTROLS', 'CPU_TOKEN_BUDGET', 'GPU_MEMORY_SHARE', 'MAX_TOKEN_BUDGET',
+    'FALLBACK_MAX_LENGTH', 'UNBOUNDED_TOKENIZER', 'POSITION_KEYS', 'ScorerError', 'Scorer',
+    'PointwiseScorer', 'content_words', 'ControlScorer', 'OverlapScorer', 'LengthScorer', 'NoiseScorer',
+    'CallableScorer', 'PrecomputedScorer', 'file_digest', 'folder_fingerprint', 'pick_device', 'pick_dtype',
+    'check_load_in', 'quantization_kwargs', 'conversation_messages', 'render_messages', 'render_chat',
+    'encode_text', 'truncate_ids', 'length_batches', 'padding_waste', 'activation_bytes_per_token',
+    'auto_token_budget', 'BatchPlanner', 'model_limit', 'resolve_max_length', 'answer_truncated',
+    'pack_encoded', 'unpack_encoded']
 
 # %% auto #0
 __all__ = ['REGISTER_HINT', 'JUDGE_TEMPLATE', 'VERDICT_SPELLINGS', 'HFScorer', 'describe_output', 'DiscriminativeScorer',
-           'DPOScorer', 'judge_margin', 'JudgeScorer']
+           'DPOScorer', 'judge_margin', 'JudgeScorer', 'PAIR_COLUMNS', 'CONTROLS', 'CPU_TOKEN_BUDGET',
+           'GPU_MEMORY_SHARE', 'MAX_TOKEN_BUDGET', 'FALLBACK_MAX_LENGTH', 'UNBOUNDED_TOKENIZER', 'POSITION_KEYS',
+           'ScorerError', 'Scorer', 'PointwiseScorer', 'content_words', 'ControlScorer', 'OverlapScorer',
+           'LengthScorer', 'NoiseScorer', 'CallableScorer', 'PrecomputedScorer', 'file_digest', 'folder_fingerprint',
+           'pick_device', 'pick_dtype', 'check_load_in', 'quantization_kwargs', 'conversation_messages',
+           'render_messages', 'render_chat', 'encode_text', 'truncate_ids', 'length_batches', 'padding_waste',
+           'activation_bytes_per_token', 'auto_token_budget', 'BatchPlanner', 'model_limit', 'resolve_max_length',
+           'answer_truncated', 'pack_encoded', 'unpack_encoded']
 
 # %% ../nbs/06_scorer_kinds.ipynb #71ed4965
 def _load_tokenizer(spec: str, trust_remote_code: bool, revision: str | None):

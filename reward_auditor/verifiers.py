@@ -33,12 +33,19 @@ from .verifier_answers import *
 from .verifier_answers import _brace_arg
 from .verifier_transforms import *
 from .verifier_transforms import _strata, _variant_kind
+# names defined in the chapters this one imports, still exported by `from reward_auditor.verifiers import *` as before the split
+_all_ = [
+    'MAX_POWER_DIGITS', 'MAX_SYMBOLIC_EXPONENT', 'KINDS', 'BUILTIN_GOLDS', 'RULES', 'STRATA', 'SHELLS',
+    'VerifierAuditError', 'read_expr', 'read_answer', 'infer_kind', 'ParseTimeout', 'load_golds', 'certify',
+    'Rule', 'rule', 'generate_variants']
 
 # %% auto #0
 __all__ = ['BUILTIN_VERIFIERS', 'KNOWN_FINDINGS', 'extract_final_answer', 'string_normalize', 'string_verifier', 'read_number',
            'numeric_sympy_verifier', 'MathVerify', 'resolve_verifiers', 'run_verifiers', 'disagreement_matrix',
            'FedVerifier', 'identity_sanity', 'sanity_lines', 'known_findings', 'VerifierAuditResult', 'verifier_audit',
-           'verifier_audit_cli', 'plot_verifier_audit']
+           'verifier_audit_cli', 'plot_verifier_audit', 'MAX_POWER_DIGITS', 'MAX_SYMBOLIC_EXPONENT', 'KINDS',
+           'BUILTIN_GOLDS', 'RULES', 'STRATA', 'SHELLS', 'VerifierAuditError', 'read_expr', 'read_answer', 'infer_kind',
+           'ParseTimeout', 'load_golds', 'certify', 'Rule', 'rule', 'generate_variants']
 
 # %% ../nbs/12_verifiers.ipynb #c548899c
 def _last_group(s: str, cmd: str) -> str | None:

@@ -37,3 +37,54 @@ def test_notebook_extra_renders_progress_bars_in_jupyter():
     extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     assert any(d.startswith("ipywidgets") for d in extras["notebook"])
+
+
+# What `from reward_auditor.<module> import *` gave before the module was split into chapters (its `__all__`
+# at 6540337, perturbations at 4e73d85); a split hands the moved names on through the parent's `_all_`.
+STAR_NAMES = {
+    "verifiers": {
+        "BUILTIN_GOLDS", "BUILTIN_VERIFIERS", "FedVerifier", "KINDS", "KNOWN_FINDINGS", "MAX_POWER_DIGITS",
+        "MAX_SYMBOLIC_EXPONENT", "MathVerify", "ParseTimeout", "RULES", "Rule", "SHELLS", "STRATA",
+        "VerifierAuditError", "VerifierAuditResult", "certify", "disagreement_matrix", "extract_final_answer",
+        "generate_variants", "identity_sanity", "infer_kind", "known_findings", "load_golds",
+        "numeric_sympy_verifier", "plot_verifier_audit", "read_answer", "read_expr", "read_number",
+        "resolve_verifiers", "rule", "run_verifiers", "sanity_lines", "string_normalize", "string_verifier",
+        "verifier_audit", "verifier_audit_cli"},
+    "scorer_kinds": {
+        "BatchPlanner", "CONTROLS", "CPU_TOKEN_BUDGET", "CallableScorer", "ControlScorer", "DPOScorer",
+        "DiscriminativeScorer", "FALLBACK_MAX_LENGTH", "GPU_MEMORY_SHARE", "HFScorer", "JUDGE_TEMPLATE",
+        "JudgeScorer", "LengthScorer", "MAX_TOKEN_BUDGET", "NoiseScorer", "OverlapScorer", "PAIR_COLUMNS",
+        "POSITION_KEYS", "PointwiseScorer", "PrecomputedScorer", "REGISTER_HINT", "Scorer", "ScorerError",
+        "UNBOUNDED_TOKENIZER", "VERDICT_SPELLINGS", "activation_bytes_per_token", "answer_truncated",
+        "auto_token_budget", "check_load_in", "content_words", "conversation_messages", "describe_output",
+        "encode_text", "file_digest", "folder_fingerprint", "judge_margin", "length_batches", "model_limit",
+        "pack_encoded", "padding_waste", "pick_device", "pick_dtype", "quantization_kwargs", "render_chat",
+        "render_messages", "resolve_max_length", "truncate_ids", "unpack_encoded"},
+    "perturbations": {
+        "BUILTINS", "CANONICAL", "CN_OPS", "CN_PROBS", "CRITICAL_WORDS", "Condition", "DEBIAN_WORDNET",
+        "DataSizedMemo", "EF_STYLES", "EMBED_TOKEN_BUDGET", "FunctionPerturbation", "GROUPS", "IMPERATIVES",
+        "KEY_NEIGHBOURS", "LEXNAMES", "LE_LIST_HEADS", "LE_OPENERS", "LE_RECAPS", "MASK", "MATH_WORDS",
+        "MissingResourceError", "ModelRewrite", "NUMBER_WORDS", "OFFLINE_NOTE", "PERTURBATION_LEGEND",
+        "Perturbation", "PerturbationError", "RESPONSE_FILE_NAMES", "RMBENCH_NAMES", "Registry",
+        "SEMANTIC_CHECK_DEFAULT", "SEMANTIC_OFF", "SEMANTIC_PACKAGE", "SEMANTIC_THRESHOLDS", "SIDES",
+        "SN_STYLES", "SP_HEADINGS", "STEP_PERTURBATIONS", "STOPWORDS", "Segmented", "SentenceEmbedder",
+        "StepNumbering", "SynonymTransformation", "Translation", "WORDNET_FILES", "WordNetLite", "assemble",
+        "build_wordnet_folder", "cache_dir", "character_noise", "condition_from_frame",
+        "conditions_from_file", "core_instruction", "edit_size", "emphasis_format", "irrelevant_username",
+        "irrelevant_weblink", "is_structured", "is_wordnet_mwe", "item_rng", "legend_frame", "legend_text",
+        "length_template", "lexnames_text", "mask", "math_variant", "minilm_folder", "minilm_id",
+        "nltk_data_dirs", "noise_candidates", "perturb", "perturb_steps", "plain_text", "prose_sentences",
+        "protected_pieces", "protected_spans", "punctuation_habits", "punctuation_sites", "random_handle",
+        "random_link", "register", "registry", "restore", "semantic_embeddings", "semantic_filter",
+        "semantic_key", "sentence_embedder", "sentences", "st_protected", "step_marker", "structure",
+        "structured_presentation", "synonym_candidates", "synonym_transformation", "tagged_count",
+        "translation_plan", "typo", "unstructure", "wordnet_lite", "wordnet_reader", "wordnet_resources",
+        "words"},
+}
+
+
+def test_star_import_of_a_split_module_gives_its_old_names():
+    for module, names in STAR_NAMES.items():
+        ns: dict = {}
+        exec(f"from reward_auditor.{module} import *", ns)
+        assert set(ns) - {"__builtins__"} == names, module

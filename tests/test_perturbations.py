@@ -15,6 +15,7 @@ from hypothesis import given, settings, HealthCheck, strategies as st
 
 from conftest import REPO, shared_file
 from reward_auditor import perturbations as P
+from reward_auditor import synonyms  # where WordNet is looked for
 
 HAS_APERTIUM = shutil.which("apertium") is not None
 OFFLINE = [n for n in P.BUILTINS if HAS_APERTIUM or n not in ("LC", "SLC")]
@@ -267,15 +268,15 @@ def test_bad_inputs_raise_named_errors():
 def test_missing_wordnet_error_names_both_ways(monkeypatch, tmp_path):
     import nltk
     monkeypatch.setattr(nltk.data, "find", lambda *a, **k: (_ for _ in ()).throw(LookupError("none")))
-    monkeypatch.setattr(P, "DEBIAN_WORDNET", tmp_path / "absent")
+    monkeypatch.setattr(synonyms, "DEBIAN_WORDNET", tmp_path / "absent")
     with pytest.raises(P.MissingResourceError) as e:
         P.wordnet_reader.__wrapped__()
     assert "nltk.download('wordnet')" in str(e.value) and "apt-get install wordnet-base wordnet-sense-index" in str(e.value)
 
 
 def test_missing_wordnet_for_st_names_both_ways(monkeypatch, tmp_path):
-    monkeypatch.setattr(P, "nltk_data_dirs", lambda: [tmp_path / "nltk_data"])
-    monkeypatch.setattr(P, "DEBIAN_WORDNET", tmp_path / "absent")
+    monkeypatch.setattr(synonyms, "nltk_data_dirs", lambda: [tmp_path / "nltk_data"])
+    monkeypatch.setattr(synonyms, "DEBIAN_WORDNET", tmp_path / "absent")
     with pytest.raises(P.MissingResourceError) as e:
         P.wordnet_lite.__wrapped__()
     assert "nltk.download('wordnet')" in str(e.value) and "apt-get install wordnet-base wordnet-sense-index" in str(e.value)
@@ -290,7 +291,7 @@ def test_wordnet_lite_reads_nltk_zip_layout(tmp_path):
         for f in ("index.noun", "noun.exc", "data.noun", "data.adj"):
             z.writestr(f"wordnet/{f}", lite.read(f))
     import unittest.mock as um
-    with um.patch.object(P, "nltk_data_dirs", lambda: [tmp_path / "nltk_data"]):
+    with um.patch.object(synonyms, "nltk_data_dirs", lambda: [tmp_path / "nltk_data"]):
         read, source = P._wordnet_files()
     zl = P.WordNetLite(read, source)
     assert source == "nltk_data" and zl.first_sense("geese", "n") == lite.first_sense("geese", "n") == ("goose",)

@@ -295,7 +295,7 @@ def test_a_closed_stdout_ends_quietly():
 UNPACK = """
 import os, sys, time
 from pathlib import Path
-from reward_auditor import perturbations as P
+from reward_auditor import meaning_check as P
 P.SentenceEmbedder = lambda folder: folder   # the unpack is under test, not the model
 me, other = Path(sys.argv[1]), Path(sys.argv[2])
 me.touch()
