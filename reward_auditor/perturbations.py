@@ -71,6 +71,12 @@ _all_ = [
     'structured_presentation', 'unstructure', 'DataSizedMemo', 'translation_plan', 'restore', 'assemble',
     'Translation', 'protected_pieces', 'ModelRewrite']
 
+# The built-ins are registered below. A kernel that already ran this chapter's cells (or imported this module)
+# holds entries under the same names in the shared `registry`: this module's definitions take their places.
+for _name in ("EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC", "LE-model", "SP-model", "LC-model",
+              "SLC-model", "MX", "SN"):
+    registry.pop(_name, None)
+
 # %% ../nbs/03_perturbations.ipynb #e2b68fbf
 EF_STYLES = {"quote": ('"', '"'), "triple-quote": ('"""', '"""'), "bold": ("**", "**"), "angle": ("<<", ">>"),
              "upper": ("", ""), "six-quote": ('""""""', '""""""')}

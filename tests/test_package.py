@@ -88,3 +88,13 @@ def test_star_import_of_a_split_module_gives_its_old_names():
         ns: dict = {}
         exec(f"from reward_auditor.{module} import *", ns)
         assert set(ns) - {"__builtins__"} == names, module
+
+
+def test_perturbations_import_after_a_kernel_registered_the_built_ins():
+    "A kernel that ran the perturbations chapter (its cells register EF… in the shared registry) can still import the module."
+    out = _run("from reward_auditor.perturbation_base import register, registry\n"
+               "def emphasis_format(text, rng, **kw): return text\n"
+               "register(emphasis_format, name='EF', side='prompt', group='controlled')\n"
+               "import reward_auditor.perturbations as P\n"
+               "print(P.registry['EF'].fn.__module__, list(P.registry)[:3])")
+    assert out == "reward_auditor.perturbations ['EF', 'PH', 'IU']"
