@@ -411,7 +411,7 @@ def heterogeneity(data, *, model: str | None = None, subset: str = "subset", dro
                   thresholds: Mapping[str, float] | None = None, min_power: float = 0.80, level: float = 0.95,
                   resample: bool | None = None, n_resamples: int = 9999, seed: int = 0,
                   cluster: str | None = None) -> HeterogeneityResult:
-    "χ² test that correctness is independent of subset, with Cramér's V, power, grade and per-subset accuracy; `cluster` names the column of rows that share a prompt (Rao–Scott corrected)."
+    "χ² test that correctness is independent of subset, with Cramér's V, power, grade and per-subset accuracy; `cluster` names the column of rows that share a prompt (Rao–Scott corrected; an audit result uses its own)"
     if isinstance(getattr(data, "items", None), pd.DataFrame):        # an AuditResult: test its per-item margins
         data = data.items
         if cluster is None and "cluster" in data.columns:

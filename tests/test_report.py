@@ -11,13 +11,19 @@ from reward_auditor.report import ReportError, render
 PAYLOAD = '<script>alert("xss")</script><img src=x onerror=alert(1)>'
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    "A small run whose prompts, answers, a subset name and an id all carry markup."
+def hostile_sample():
+    "The sample data with markup in every prompt and chosen answer and in one subset's name."
     d = load_sample()
     d["prompt"] = d["prompt"] + " " + PAYLOAD
     d["chosen"] = d["chosen"] + " <b>bold?</b>"
     d["subset"] = d["subset"].replace({"chat": "<i>chat</i>"})
+    return d
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    "A small run whose prompts, answers, a subset name and an id all carry markup."
+    d = hostile_sample()
     d.loc[0, "id"] = "<u>id-0</u>"
     out = tmp_path_factory.mktemp("runs") / "hostile"
     audit(d, ["overlap", "length", "noise"], ["EF", "IU", "LE"], permutations=500, out=out, progress=False)
@@ -37,10 +43,7 @@ def answer_length(prompt, response):
 @pytest.fixture(scope="module")
 def mixed_dir(tmp_path_factory):
     "Two toy reward models beside two control scorers, on the same hostile data."
-    d = load_sample()
-    d["prompt"] = d["prompt"] + " " + PAYLOAD
-    d["chosen"] = d["chosen"] + " <b>bold?</b>"
-    d["subset"] = d["subset"].replace({"chat": "<i>chat</i>"})
+    d = hostile_sample()
     out = tmp_path_factory.mktemp("runs") / "mixed"
     audit(d, [distinct_words, answer_length, "overlap", "noise"], ["EF", "LE"], permutations=300, out=out,
           progress=False)
