@@ -230,7 +230,7 @@ def test_report_save_load_round_trip(tmp_path):
 
 
 def _hand_samples():
-    "Four prompts of three responses, two domains; the expected numbers are worked out by hand in 13_protocol."
+    "Four prompts of three responses, two domains; the expected numbers are worked out by hand in 08f_protocol."
     return pd.DataFrame({"prompt_id": np.repeat(["p1", "p2", "p3", "p4"], 3), "k": np.tile([0, 1, 2], 4),
                          "domain": np.repeat(["A", "A", "B", "B"], 3),
                          "gold": [3, 2, 1, 1, 1, 0, 0, 1, 2, 2, 1, 0.0],
