@@ -1,12 +1,16 @@
 """The package is a one-way house: no import circles (lazy imports inside functions count) and no import that climbs a floor.
+Its notebooks are numbered the same way: one two-digit number per floor, and each sorts after those of what it imports.
 
-Every module's imports are read with `ast`, so nothing is imported or run here."""
+Every module's imports are read with `ast` and every notebook's `#| default_exp` from its JSON, so nothing is run here."""
 import ast
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "reward_auditor"
+NBS = PKG.parent / "nbs"
 
 # Floors, bottom up (README, "Contributing"). A module may import modules on its own floor or below.
 FLOORS = [
@@ -106,6 +110,31 @@ def circles(g: dict[str, dict]) -> list[list[str]]:
     return out
 
 
+def chapter_notebooks(folder: Path = NBS) -> dict[str, str]:
+    "Module → the file name of the notebook that exports it (`#| default_exp`), read from the JSON; nothing is run."
+    out = {}
+    for nb in sorted(folder.glob("*.ipynb")):
+        for cell in json.loads(nb.read_text(encoding="utf-8"))["cells"]:
+            src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            found = re.search(r"^#\|\s*default_exp\s+(\w+)", src, re.M) if cell["cell_type"] == "code" else None
+            if found:
+                out[found.group(1)] = nb.name
+                break
+    return out
+
+
+def misordered_notebooks(nbs: dict[str, str], g: dict[str, dict]) -> list[str]:
+    "Where sorting the notebooks by name breaks the floors (bottom up) or puts a module before one it imports."
+    bad, ranked = [], sorted(nbs.items(), key=lambda kv: kv[1])
+    for (low, low_nb), (high, high_nb) in zip(ranked, ranked[1:]):
+        if FLOOR[high] < FLOOR[low]:
+            bad.append(f"{high_nb} ({NAME[FLOOR[high]]}) sorts after {low_nb} ({NAME[FLOOR[low]]})")
+    for m, deps in sorted(g.items()):
+        bad += [f"{nbs[m]} ({m}) imports {d}, whose notebook {nbs[d]} does not sort before it"
+                for d in sorted(deps) if m in nbs and d in nbs and (m, d) not in CLIMBS_ALLOWED and nbs[d] >= nbs[m]]
+    return bad
+
+
 def test_the_reader_sees_lazy_relative_and_absolute_imports(tmp_path):
     (tmp_path / "a.py").write_text("from .b import x\nimport reward_auditor.c\n"
                                    "def f():\n    from reward_auditor import d\n    from . import e as E\n"
@@ -158,3 +187,29 @@ def test_scorers_face_is_the_only_way_up_the_scorer_layer():
     g = graph()
     below = {m for m, f in FLOOR.items() if f < FLOOR["scorers"]}
     assert not [m for m in below if "scorers" in g.get(m, {})], "a module below the scorers' face imports it"
+
+
+def test_notebook_order_check_sees_floors_and_imports():
+    nbs = {"data": "00_data.ipynb", "safety": "01_safety.ipynb", "steps": "02_steps.ipynb"}
+    got = misordered_notebooks(nbs, {"data": {"steps": 3}, "safety": {}, "steps": {}})
+    assert got == ["01_safety.ipynb (ground) sorts after 00_data.ipynb (data)",
+                   "00_data.ipynb (data) imports steps, whose notebook 02_steps.ipynb does not sort before it"]
+    assert not misordered_notebooks({"compare": "02_compare.ipynb", "audit": "08_audit.ipynb"}, {"compare": {"audit": 1}})
+
+
+def test_notebooks_sort_by_floor_then_imports():
+    nbs = chapter_notebooks()
+    missing = sorted(set(package_modules()) - set(nbs))
+    assert not missing, f"modules without a notebook (#| default_exp): {missing}"
+    bad = misordered_notebooks(nbs, graph())
+    assert not bad, "number nbs/ bottom up (README, Contributing):\n" + "\n".join(bad)
+
+
+def test_a_notebooks_number_is_its_floor_and_the_readme_names_them():
+    nbs = chapter_notebooks()
+    readme = (PKG.parent / "README.md").read_text(encoding="utf-8")
+    for i, (name, mods) in enumerate(FLOORS):
+        stems = sorted(nbs[m].removesuffix(".ipynb") for m in mods if m in nbs)
+        assert all(s[:2] == f"{i:02d}" and not s[2].isdigit() for s in stems), (name, stems)
+        line = next((ln for ln in readme.splitlines() if ln.startswith(f"{i}. **{name.capitalize()}** (")), "")
+        assert f"`{stems[0]}`" in line and f"`{stems[-1]}`" in line, f"README's floor {i} should name {stems[0]} … {stems[-1]}"
