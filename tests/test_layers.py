@@ -3,6 +3,7 @@ Its notebooks are numbered the same way: one two-digit number per floor, and eac
 
 Every module's imports are read with `ast` and every notebook's `#| default_exp` from its JSON, so nothing is run here."""
 import ast
+import functools
 import json
 import re
 from pathlib import Path
@@ -73,7 +74,9 @@ def third_party_of(path: Path) -> set[str]:
     return out
 
 
+@functools.cache
 def graph() -> dict[str, dict[str, int]]:
+    "Each package module's imports, read once per test session (callers only read it)."
     mods = package_modules()
     return {m: imports_of(p, mods) for m, p in mods.items()}
 
