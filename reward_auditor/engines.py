@@ -396,7 +396,7 @@ def meaning_check(name: str, original: pd.DataFrame, frame: pd.DataFrame) -> tup
 
 def _perturb_part(part: pd.DataFrame, name: str, seed: int, options: dict):
     from reward_auditor import perturbations as pt
-    os.environ.setdefault("REWARD_AUDITOR_EMBED_THREADS", "1")  # several processes work: one torch thread each
+    os.environ.setdefault("REWARD_AUDITOR_EMBED_THREADS", "1")  # several processes work: one BLAS thread each
     c = pt.perturb(part, [name], seed=seed, **options)[name]
     return c.frame, c.record
 

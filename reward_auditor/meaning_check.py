@@ -7,6 +7,7 @@ Docs: https://reward-auditor.github.io/reward_auditor/meaning_check.html.md"""
 # %% ../nbs/04b_meaning_check.ipynb #25bceb86
 from __future__ import annotations
 
+import json
 import os
 import re
 from functools import lru_cache
@@ -19,8 +20,9 @@ from .resources import cache_dir
 
 # %% auto #0
 __all__ = ['SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'SEMANTIC_OFF', 'SEMANTIC_CHECK_DEFAULT',
-           'SentenceEmbedder', 'minilm_folder', 'minilm_id', 'sentence_embedder', 'semantic_embeddings', 'plain_text',
-           'semantic_key', 'semantic_filter']
+           'MINILM_ENCODER', 'MINILM_MAX_TOKENS', 'layer_norm', 'erf', 'gelu', 'attention', 'SentenceEmbedder',
+           'minilm_folder', 'minilm_id', 'sentence_embedder', 'semantic_embeddings', 'plain_text', 'semantic_key',
+           'semantic_filter']
 
 # %% ../nbs/04b_meaning_check.ipynb #2bb201ce
 SEMANTIC_THRESHOLDS = {"ST": 0.80, "SP": 0.75, "SP-model": 0.75}  # SP: compared without its Markdown layout
@@ -30,43 +32,169 @@ SEMANTIC_OFF = "semantic check off: the rewrites were not checked for a change o
 SEMANTIC_CHECK_DEFAULT = True  # the meaning check runs unless switched off (--semantic-check off)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
+# %% ../nbs/04b_meaning_check.ipynb #a321c6a4
+MINILM_ENCODER = "numpy-bert/1"  # in `minilm_id`: vectors stored by another encoder (or version) are never reused
+MINILM_MAX_TOKENS = 256                  # the cut all-MiniLM-L6-v2 was trained with
+
+
+def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    "BERT's LayerNorm over the last axis: centred, divided by √(variance + eps), scaled by `g`, shifted by `b`."
+    d = x - x.mean(-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(-1, keepdims=True) + eps) * g + b
+
+
+# erf(x) ≈ x·P(x²)/Q(x²) on [-4, 4] (±1 beyond, in float32): the rational approximation Eigen and XLA use for
+# float32 erf; evaluated in float64 it is within 7e-8 of erf (checked below against scipy.special.erf).
+_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+          -1.42647390514189e-02)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    "erf of an array by the rational approximation above, in float64 (within 7e-8 of the exact value)."
+    c = np.clip(np.asarray(x, np.float64), -4.0, 4.0)
+    z = c * c
+    p, q = np.full_like(z, _ERF_P[0]), np.full_like(z, _ERF_Q[0])
+    for a in _ERF_P[1:]:
+        p *= z
+        p += a
+    for b in _ERF_Q[1:]:
+        q *= z
+        q += b
+    return p * c / q
+
+
+def gelu(x: np.ndarray, chunk: int = 1 << 15) -> np.ndarray:
+    "GELU in its erf form, x·Φ(x) = x·(1 + erf(x/√2))/2, in place on float32 `x`, in cache-sized pieces."
+    flat = x.reshape(-1)
+    for i in range(0, flat.size, chunk):
+        part = flat[i:i + chunk]
+        phi = erf(part.astype(np.float64) * 0.7071067811865476)
+        phi += 1
+        phi *= 0.5
+        phi *= part
+        part[...] = phi
+    return x
+
+
+def attention(qkv: np.ndarray, mask: np.ndarray, heads: int) -> np.ndarray:
+    "Self-attention of the real tokens: `qkv` (tokens, 3·hidden) packed row by row, `mask` (batch, length) → (tokens, hidden)."
+    (B, L), H = mask.shape, qkv.shape[1] // 3
+    d = H // heads
+    padded = np.zeros((B, L, 3 * H), qkv.dtype)
+    padded[mask] = qkv
+    q, k, v = padded.reshape(B, L, 3, heads, d).transpose(2, 0, 3, 1, 4)
+    bias = np.where(mask, np.float32(0), np.float32(-1e9))[:, None, None, :]   # padded keys get weight exactly 0
+    out = np.empty((B, L, heads, d), qkv.dtype)
+    step = max(1, (1 << 18) // (heads * L * L))          # texts per piece: scores of about 1 MB stay in cache
+    for i in range(0, B, step):
+        s = q[i:i + step] @ k[i:i + step].transpose(0, 1, 3, 2)
+        s *= np.float32(1 / np.sqrt(d))
+        s += bias[i:i + step]
+        s -= s.max(-1, keepdims=True)
+        np.exp(s, out=s)
+        s /= s.sum(-1, keepdims=True)
+        out[i:i + step] = (s @ v[i:i + step]).transpose(0, 2, 1, 3)
+    return out.reshape(B, L, H)[mask]
+
+
+def _blas_threads() -> None:
+    "One BLAS and tokenizer thread per process when the perturbation pools ask for it (`REWARD_AUDITOR_EMBED_THREADS`)."
+    n = os.environ.get("REWARD_AUDITOR_EMBED_THREADS")
+    if not n:
+        return
+    if int(n) == 1:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # numpy then keeps the threads OMP_NUM_THREADS / OPENBLAS_NUM_THREADS gave it at import
+        return
+    threadpool_limits(int(n), user_api="blas")
+
 
 class SentenceEmbedder:
-    "Mean-pooled, normalised all-MiniLM-L6-v2 embeddings from the weights shipped in a PyPI package (CPU, batched)."
+    "all-MiniLM-L6-v2 in numpy: BERT's six layers on the safetensors weights, mean-pooled over real tokens, unit length."
     def __init__(self, folder: Path):
-        import torch
-        from transformers import AutoModel, AutoTokenizer
-        threads = os.environ.get("REWARD_AUDITOR_EMBED_THREADS")
-        if threads:  # one thread per process when several processes work (set by the perturbation pools)
-            torch.set_num_threads(int(threads))
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
         self.folder = Path(folder)
-        self.tok = AutoTokenizer.from_pretrained(str(folder))
-        self.model = AutoModel.from_pretrained(str(folder), use_safetensors=True).eval()
-        self.torch = torch
+        cfg = json.loads((self.folder / "config.json").read_text())
+        if cfg.get("hidden_act") != "gelu" or cfg.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(f"{self.folder / 'config.json'}: not the BERT this encoder runs (hidden_act, positions)")
+        self.heads, self.eps = cfg["num_attention_heads"], np.float32(cfg["layer_norm_eps"])
+        self.tok = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
+        self.tok.no_padding()                   # the file pads and cuts at 128; the model was trained on 256
+        self.tok.enable_truncation(MINILM_MAX_TOKENS)
+        _blas_threads()
+        w = load_file(str(self.folder / "model.safetensors"))
+        e = "embeddings."
+        self.word, self.pos = w[e + "word_embeddings.weight"], w[e + "position_embeddings.weight"]
+        self.type0 = w[e + "token_type_embeddings.weight"][0]
+        self.embed_ln = w[e + "LayerNorm.weight"], w[e + "LayerNorm.bias"]
+        self.layers = [self._layer(w, f"encoder.layer.{i}.") for i in range(cfg["num_hidden_layers"])]
         self.model_id = minilm_id(self.folder)
+
+    @staticmethod
+    def _layer(w: dict, p: str) -> dict:
+        "One layer's weights (torch's Linear layout: out × in), Q, K and V stacked into one matrix."
+        a = p + "attention."
+        return {"qkv": np.concatenate([w[f"{a}self.{n}.weight"] for n in ("query", "key", "value")]),
+                "qkv_b": np.concatenate([w[f"{a}self.{n}.bias"] for n in ("query", "key", "value")]),
+                "out": w[a + "output.dense.weight"], "out_b": w[a + "output.dense.bias"],
+                "ln1": (w[a + "output.LayerNorm.weight"], w[a + "output.LayerNorm.bias"]),
+                "up": w[p + "intermediate.dense.weight"], "up_b": w[p + "intermediate.dense.bias"],
+                "down": w[p + "output.dense.weight"], "down_b": w[p + "output.dense.bias"],
+                "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])}
 
     def lengths(self, texts: list[str]) -> list[int]:
         "Token count of each text after the cut at 256 tokens."
-        return [len(x) for x in self.tok(list(texts), truncation=True, max_length=256)["input_ids"]]
+        return [len(x.ids) for x in self.tok.encode_batch(list(texts))]
+
+    def token_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        "Token ids padded with 0 to the longest text of the batch, and the mask of real tokens."
+        enc = [x.ids for x in self.tok.encode_batch(list(texts))]
+        n = np.array([len(t) for t in enc])
+        ids = np.zeros((len(enc), n.max()), np.int64)
+        for r, t in enumerate(enc):
+            ids[r, :len(t)] = t
+        return ids, np.arange(ids.shape[1]) < n[:, None]
+
+    def layer(self, x: np.ndarray, mask: np.ndarray, p: dict) -> np.ndarray:
+        "One encoder layer on packed real tokens: attention → dense + residual → LayerNorm, GELU feed-forward + residual → LayerNorm."
+        a = attention(x @ p["qkv"].T + p["qkv_b"], mask, self.heads) @ p["out"].T + p["out_b"]
+        x = layer_norm(a + x, *p["ln1"], self.eps)
+        f = gelu(x @ p["up"].T + p["up_b"]) @ p["down"].T + p["down_b"]
+        return layer_norm(f + x, *p["ln2"], self.eps)
+
+    def hidden(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        "Last hidden states of one batch's real tokens, packed text after text (tokens, 384), and the batch's mask."
+        ids, mask = self.token_ids(texts)
+        x = self.word[ids[mask]] + self.type0
+        x += self.pos[np.nonzero(mask)[1]]
+        x = layer_norm(x, *self.embed_ln, self.eps)
+        for p in self.layers:
+            x = self.layer(x, mask, p)
+        return x, mask
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
-        "One unit vector per text of one batch (padding masked out of the mean)."
-        with self.torch.inference_mode():
-            enc = self.tok(list(texts), padding=True, truncation=True, max_length=256, return_tensors="pt")
-            h = self.model(**enc).last_hidden_state
-            m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
-            v = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-            return self.torch.nn.functional.normalize(v, dim=-1).numpy()
+        "One unit vector per text of one batch (the mean over its real tokens)."
+        x, mask = self.hidden(texts)
+        n = mask.sum(1)
+        v = np.add.reduceat(x, np.r_[0, np.cumsum(n)[:-1]], axis=0) / n[:, None].astype(x.dtype)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), np.float32(1e-12))
 
     def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         "One unit vector per text (cut at 256 tokens, as the model was trained), in fixed batches of the given order."
         out = [self.embed_batch(texts[i:i + batch_size]) for i in range(0, len(texts), batch_size)]
-        return np.concatenate(out) if out else np.zeros((0, 384))
+        return np.concatenate(out) if out else np.zeros((0, 384), np.float32)
 
-
+# %% ../nbs/04b_meaning_check.ipynb #7e6e8fa2
 def minilm_folder() -> Path | None:
-    "The unpacked all-MiniLM-L6-v2 folder when the weights package is installed, else None (torch not imported)."
+    "The unpacked all-MiniLM-L6-v2 folder when the weights package and the encoder's readers are installed, else None."
     import importlib.util
+    if any(importlib.util.find_spec(m) is None for m in ("tokenizers", "safetensors")):
+        return None
     spec = importlib.util.find_spec(SEMANTIC_PACKAGE)   # found, never imported
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -79,9 +207,9 @@ def minilm_folder() -> Path | None:
 
 
 def minilm_id(folder: Path) -> str:
-    "The embedder's identity: name and the sha256 of its weights (hashed once, then remembered)."
+    "The embedder's identity: name, encoder and the sha256 of its weights (hashed once, then remembered)."
     from reward_auditor.store import file_digest
-    return f"all-MiniLM-L6-v2 (sha256 {file_digest(Path(folder) / 'model.safetensors')[:16]})"
+    return f"all-MiniLM-L6-v2 {MINILM_ENCODER} (sha256 {file_digest(Path(folder) / 'model.safetensors')[:16]})"
 
 
 @lru_cache(maxsize=1)

@@ -22,6 +22,29 @@ def _minilm():
     return P.sentence_embedder()
 
 
+class TransformersMiniLM:
+    "The reference: all-MiniLM-L6-v2 through transformers' AutoTokenizer and BertModel (torch), as the check ran before."
+    def __init__(self, folder):
+        torch = pytest.importorskip("torch", reason="the transformers reference needs torch")
+        transformers = pytest.importorskip("transformers", reason="the reference encoder is transformers' BertModel")
+        self.torch, self.tok = torch, transformers.AutoTokenizer.from_pretrained(str(folder))
+        self.model = transformers.BertModel.from_pretrained(str(folder), use_safetensors=True).eval()
+
+    def ids(self, texts):
+        return self.tok(list(texts), truncation=True, max_length=256)["input_ids"]
+
+    def embed(self, texts, batch_size=32):
+        "Unit vectors in fixed batches of 32 in the order given (the path before length-sorted batches)."
+        out = []
+        for i in range(0, len(texts), batch_size):
+            enc = self.tok(texts[i:i + batch_size], padding=True, truncation=True, max_length=256, return_tensors="pt")
+            with self.torch.inference_mode():
+                h = self.model(**enc).last_hidden_state
+            m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
+            out.append(self.torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1).numpy())
+        return np.concatenate(out)
+
+
 @pytest.fixture
 def store_on(tmp_path, monkeypatch):
     "The cross-run store in a fresh user cache (the MiniLM folder is linked in, not unpacked again)."
@@ -46,10 +69,12 @@ def _pairs(name, before, after):
 
 
 def _check_against_fixed_batches(frame, monkeypatch):
-    """Similarities from length-sorted token-budget batches of distinct texts against the old path (fixed batches
-    of 32 in data order, originals and rewrites embedded separately): within 1e-6, the same keep/restore verdicts."""
+    """The shipped path (numpy encoder, length-sorted token-budget batches of distinct texts) against the old one
+    (transformers' BertModel, fixed batches of 32 in data order, originals and rewrites embedded separately): the
+    same token ids, similarities within 1e-6, the same keep/restore verdicts."""
     monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
-    old = _minilm()
+    ours = _minilm()
+    old = TransformersMiniLM(ours.folder)
     for name in ("ST", "SP"):
         p = P.registry[name]
         for f in ("chosen", "rejected"):
@@ -60,8 +85,9 @@ def _check_against_fixed_batches(frame, monkeypatch):
             if not pairs:            # nothing rewritten in this field (e.g. answers already in Markdown for SP)
                 continue
             xs, ys = [x for _, x, _ in pairs], [y for _, _, y in pairs]
+            assert [e.ids for e in ours.tok.encode_batch(xs + ys)] == old.ids(xs + ys)   # the cut at 256 too
             sim_old = (old.embed(xs) * old.embed(ys)).sum(1)
-            new = S.Embeddings(old.model_id, lambda: old, budget=P.EMBED_TOKEN_BUDGET, store=False)
+            new = S.Embeddings(ours.model_id, lambda: ours, budget=P.EMBED_TOKEN_BUDGET, store=False)
             v = new.vectors(xs + ys)
             sim_new = (v[:len(xs)] * v[len(xs):]).sum(1)
             assert np.abs(sim_new - sim_old).max() < 1e-6, (name, f)
@@ -110,6 +136,7 @@ def test_second_audit_perturbs_nothing_embeds_nothing_imports_no_torch(store_on,
     _minilm()
     first = _audit_in_process("length", tmp_path / "a")
     assert set(first["store"]["conditions"].values()) == {"made"} and first["store"]["embeddings"]["computed"] > 0
+    assert first["check"] == "on" and not first["torch"] and not first["transformers"]   # the numpy encoder
     second = _audit_in_process("overlap", tmp_path / "b")
     assert set(second["store"]["conditions"].values()) == {"store"}
     assert second["store"]["embeddings"]["computed"] == 0 and second["store"]["embeddings"]["loads"] == 0
@@ -216,6 +243,27 @@ def test_pool_runs_the_meaning_check_once_in_the_parent():
     for n in ("ST", "SP"):
         pd.testing.assert_frame_equal(split[n].frame, whole[n].frame, check_exact=True)
         assert split[n].record == whole[n].record
+
+
+def test_embedder_uses_one_blas_thread_when_the_pools_ask():
+    "REWARD_AUDITOR_EMBED_THREADS=1 (set in perturbation pool workers) caps numpy's BLAS threads after its import."
+    pytest.importorskip("threadpoolctl")
+    _minilm()
+    code = ("from threadpoolctl import threadpool_info\n"
+            "from reward_auditor.meaning_check import SentenceEmbedder, minilm_folder\n"
+            "SentenceEmbedder(minilm_folder())\n"
+            "print(max(i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'))")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    env.update(PYTHONPATH=str(REPO), REWARD_AUDITOR_EMBED_THREADS="1", OPENBLAS_NUM_THREADS="2")   # numpy starts with 2
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "1"
+
+
+def test_minilm_id_names_the_encoder():
+    "Vectors the transformers encoder stored under the weights' digest alone are never read back."
+    folder = _minilm().folder
+    assert P.MINILM_ENCODER in P.minilm_id(folder)
 
 
 def test_release_collects_only_when_a_model_was_loaded(monkeypatch):
