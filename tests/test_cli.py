@@ -18,18 +18,22 @@ from conftest import shared_file
 REPO = Path(__file__).resolve().parents[1]
 
 
-def cli(*args, cwd=None, timeout=240, **kw):
-    "Run `python -m reward_auditor.cli ARGS` with the checkout importable; returns CompletedProcess."
+def cli(*args, cwd=None, timeout=240, flags=(), **kw):
+    "Run `python [FLAGS] -m reward_auditor.cli ARGS` with the checkout importable; returns CompletedProcess."
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
            "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.run([sys.executable, "-m", "reward_auditor.cli", *map(str, args)], cwd=cwd or REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout, **kw)
+    return subprocess.run([sys.executable, *flags, "-m", "reward_auditor.cli", *map(str, args)], cwd=cwd or REPO,
+                          env=env, capture_output=True, text=True, timeout=timeout, **kw)
 
 
 def test_demo_end_to_end(tmp_path):
+    from reward_auditor.meaning_check import minilm_folder
     out = tmp_path / "demo"
-    r = cli("demo", "--out", out, "-q")
+    r = cli("demo", "--out", out, "-q", flags=("-X", "importtime"))   # every module the demo's process imported
     assert r.returncode == 0, r.stderr
+    imported = {ln.rsplit("|", 1)[-1].strip() for ln in r.stderr.splitlines() if ln.startswith("import time:")}
+    assert {"reward_auditor.meaning_check", "numpy"} <= imported
+    assert not {m for m in imported if m.split(".")[0] in ("torch", "transformers")}   # the meaning check is numpy
     assert f"report: {out / 'report.html'}" in r.stdout
     assert "noise: nothing significant" in r.stdout
     for f in ("results.parquet", "items.parquet", "texts.parquet", "manifest.json", "scores.sqlite",
@@ -38,6 +42,9 @@ def test_demo_end_to_end(tmp_path):
     t = pd.read_parquet(out / "results.parquet")
     m = json.loads((out / "manifest.json").read_text())
     assert m["settings"]["permutations"] == 10_000 and m["settings"]["alpha"] == 0.05
+    assert m["semantic_check"] == "on"
+    if minilm_folder() is not None:          # the check ran, on texts embedded in this run
+        assert m["perturbation_store"]["embeddings"]["computed"] > 0
     assert len(t) == 3 * 5 * (10 - len(m["skipped_perturbations"]))
     assert not t.loc[t["model"] == "noise", "significant"].any()
     if not m["skipped_perturbations"]:
