@@ -5,6 +5,7 @@ Usage: OMP_NUM_THREADS=1 python bench/perturb.py [--n 1000] [--source rmbench-al
        OMP_NUM_THREADS=1 python bench/perturb.py --apertium-jobs     # apertium with 1, 2, 4 processes
        OMP_NUM_THREADS=1 python bench/perturb.py --base /tmp/base55 --n 200 --names ST,SP   # against a baseline tree
        OMP_NUM_THREADS=1 python bench/perturb.py --embed-budgets --n 200   # meaning-check batches by token budget
+       OMP_NUM_THREADS=1 python bench/perturb.py --embed-encoders --n 200  # numpy encoder against transformers
 
 `rmbench-all` (default) reads the four RM-Bench files in ../shared/data/rm-bench with the package's loader
 (canonical ids `domain-id`): the 798 concise pairs first, then detailed-plain pairs of the same prompts, so
@@ -199,20 +200,88 @@ def against_base(base: str, n: int, source: str, names: list[str]) -> None:
           f"ours {res['ours']['rss_mib']:.0f} MiB")
 
 
-def embed_budgets(n: int, source: str, budgets=(2048, 4096, 8192, 16384)) -> None:
-    "CPU seconds of the meaning check's embeddings: sorted token budgets against sorted batches of 32 rows."
+def meaning_pairs(n: int, source: str) -> list[tuple[str, str, str]]:
+    "The (perturbation, original, rewritten) pieces the ST/SP meaning check compares on `n` items."
     from reward_auditor import perturbations as P
-    from reward_auditor import store as S
     df = items(n, source)
-    texts = []
+    pairs = []
     for name in ("ST", "SP"):
         p = P.registry[name]
         view = P.plain_text if name == "SP" else (lambda t: t)
         for f in ("chosen", "rejected"):
             before = df[f].tolist()
             after = p.apply_many(before, [P.item_rng(0, name, p.version, i, f) for i in df["id"]], **p.defaults)
-            texts += [x for b, a in zip(before, after) if a != b for pr in P._pieces(view(b), view(a)) for x in pr]
-    texts = list(dict.fromkeys(texts))
+            pairs += [(name, *pr) for b, a in zip(before, after) if a != b for pr in P._pieces(view(b), view(a))]
+    return pairs
+
+
+def embed_encoders(n: int, source: str) -> None:
+    """CPU seconds of the meaning check's embeddings, numpy encoder against transformers' BertModel (the encoder
+    before), each loaded in a fresh process, on the same length-sorted token-budget batches; vector and similarity
+    differences."""
+    import json
+    import subprocess
+    import tempfile
+    pairs = meaning_pairs(n, source)
+    texts = list(dict.fromkeys(t for _, a, b in pairs for t in (a, b)))
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "texts.json").write_text(json.dumps(texts))
+        for enc in ("numpy", "transformers"):
+            r = subprocess.run([sys.executable, __file__, "--embed-one", enc, str(Path(d) / "texts.json")],
+                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+            if r.returncode:
+                raise SystemExit(r.stderr[-2000:])
+            out[enc] = json.loads(r.stdout.splitlines()[-1])
+            out[enc]["v"] = np.load(Path(d) / f"{enc}.npy")
+    row = {t: i for i, t in enumerate(texts)}
+    ia, ib = [row[a] for _, a, _ in pairs], [row[b] for _, _, b in pairs]
+    sim = {e: (o["v"][ia] * o["v"][ib]).sum(1) for e, o in out.items()}
+    print(f"{len(texts)} distinct texts of the ST/SP meaning check on {n} items ({len(pairs)} pairs); one thread; "
+          f"load avg {os.getloadavg()[0]:.1f}")
+    base = out["transformers"]
+    for e, o in out.items():
+        print(f"  {e:12s} imports + load {o['load']:6.2f} CPU s, embeddings {o['embed']:6.2f} CPU s "
+              f"(ratio {o['embed'] / base['embed']:.2f}), peak RSS {o['rss_mib']:.0f} MiB")
+    print(f"  max |vector difference| {np.abs(out['numpy']['v'] - base['v']).max():.1e}, "
+          f"max |similarity difference| {np.abs(sim['numpy'] - sim['transformers']).max():.1e}")
+    thr = np.array([0.80 if name == "ST" else 0.75 for name, _, _ in pairs])
+    below = {e: s < thr for e, s in sim.items()}
+    print(f"  pieces below their threshold: numpy {below['numpy'].sum()}, transformers {below['transformers'].sum()}, "
+          f"on different sides {(below['numpy'] != below['transformers']).sum()}; closest to a threshold "
+          f"{np.abs(sim['transformers'] - thr).min():.1e}")
+
+
+def embed_one(encoder: str, path: str) -> None:
+    "One encoder in this fresh process: CPU of imports and load, CPU of the embeddings; vectors saved beside `path`."
+    import json
+    import resource
+    c0 = cpu()
+    from reward_auditor import perturbations as P
+    from reward_auditor import store as S
+    folder = P.minilm_folder()
+    if encoder == "numpy":
+        emb = P.SentenceEmbedder(folder)
+    else:
+        sys.path.insert(0, str(REPO / "tests"))
+        from test_store import TransformersMiniLM
+        ref = TransformersMiniLM(folder)
+        emb = type("Ref", (), {"lengths": lambda self, t: [len(x) for x in ref.ids(t)],
+                               "embed_batch": lambda self, t: ref.embed(t, len(t))})()
+    c1 = cpu()
+    texts = json.loads(Path(path).read_text())
+    v = S.Embeddings("bench", lambda: emb, budget=P.EMBED_TOKEN_BUDGET, store=False).vectors(texts)
+    c2 = cpu()
+    np.save(Path(path).parent / f"{encoder}.npy", v)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"load": c1 - c0, "embed": c2 - c1, "rss_mib": rss}))
+
+
+def embed_budgets(n: int, source: str, budgets=(2048, 4096, 8192, 16384)) -> None:
+    "CPU seconds of the meaning check's embeddings: sorted token budgets against sorted batches of 32 rows."
+    from reward_auditor import perturbations as P
+    from reward_auditor import store as S
+    texts = list(dict.fromkeys(t for _, a, b in meaning_pairs(n, source) for t in (a, b)))
     emb = P.sentence_embedder()
     ref = None
     print(f"{len(texts)} distinct texts of the ST/SP meaning check on {n} items; one thread")
@@ -231,6 +300,9 @@ def main():
     ap.add_argument("--base", default=None, help="a baseline tree (e.g. /tmp/base55 from `git archive 55bb319`): "
                                                   "CPU per perturbation of both in fresh processes, as ratios")
     ap.add_argument("--embed-budgets", action="store_true", help="only the meaning check's embedding batches")
+    ap.add_argument("--embed-encoders", action="store_true",
+                    help="only the meaning check's embeddings: numpy encoder against transformers' BertModel")
+    ap.add_argument("--embed-one", nargs=2, metavar=("ENCODER", "TEXTS"), help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--source", default="rmbench-all", choices=["sample", "rmbench", "rmbench-all"])
     ap.add_argument("--names", default="all", help="comma-separated perturbations (default: the ten)")
@@ -241,6 +313,10 @@ def main():
         from reward_auditor import perturbations as P
         return against_base(args.base, args.n, args.source,
                             list(P.BUILTINS) if args.names == "all" else args.names.split(","))
+    if args.embed_one:
+        return embed_one(*args.embed_one)
+    if args.embed_encoders:
+        return embed_encoders(args.n, args.source)
     if args.embed_budgets:
         return embed_budgets(args.n, args.source)
     if args.slc_scaling:
