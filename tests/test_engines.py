@@ -87,8 +87,9 @@ def test_planner_reproduces_the_local_batch_plan(setup):
 
 @pytest.mark.parametrize("which", ["rm", "dpo"])
 def test_units_carry_the_planners_encodings_and_never_tokenize_again(setup, which):
-    "A unit scored from its carried ids never calls the tokenizer, and equals re-encoding (and the JSON a worker gets)."
-    from reward_auditor.engines import _payload, score_unit
+    "A unit scored from its carried ids never calls the tokenizer, and equals re-encoding (and what a worker gets)."
+    import pickle
+    from reward_auditor.engines import _wire, score_unit
     sc = make(setup, which)
     units = plan_units(sc, condition_frames(setup["pairs"], setup["conds"]), None, unit_batches=2)
     assert units and all(u.encoded is not None and len(u.encoded) == len(u.chunks) for u in units)
@@ -98,7 +99,7 @@ def test_units_carry_the_planners_encodings_and_never_tokenize_again(setup, whic
     orig = type(sc)._encode_item
     sc._encode_item = lambda *a, **k: (calls.append(a), orig(sc, *a, **k))[1]
     carried = [score_unit(sc, u.chunks, u.encoded) for u in units]
-    sent = [score_unit(sc, (m := json.loads(_payload(u)))["chunks"], m["encoded"]) for u in units]
+    sent = [score_unit(sc, *pickle.loads(pickle.dumps(_wire(u)))[1:]) for u in units]   # as Ray ships it
     assert calls == []
     assert carried == again == sent  # same keys, same floats to the last bit
     score_unit(sc, units[0].chunks)
@@ -193,7 +194,7 @@ RAY_KEY = ("RA_TEST_RAY_KEY", "sk-ray-worker-secret-246")
 @pytest.fixture(scope="module")
 def ray_session():
     ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'reward_auditor[ray]')")
-    pytest.importorskip("ray.data", reason="the ray extra is not installed (pip install 'reward_auditor[ray]')")
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'reward_auditor[ray]')")
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
