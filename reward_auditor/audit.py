@@ -293,43 +293,45 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
     emb0 = ra_store.embedding_stats()
     turn_kw = {"turns": turns} if turns != "final" else {}
     check_kw = {} if semantic_check == pt.SEMANTIC_CHECK_DEFAULT else {"semantic_check": bool(semantic_check)}
-    for name in tqdm(names, desc="perturb", disable=not progress, leave=False):
-        t0 = _cpu()
-        # each perturbation gets the options it takes (a rewriter goes to the *-model variants only)
-        options = {k: v for k, v in all_options.items() if k in pt.registry[name].defaults}
-        key = _condition_key(data, name, seed, {**options, **turn_kw}, semantic_check) if store is not None else None
-        if store is not None and (c := _load_condition(Path(store), name, key)) is not None:
-            conds[name], source[name] = c, "run folder"  # made by an earlier run with the same data, seed and options
+    try:
+        for name in tqdm(names, desc="perturb", disable=not progress, leave=False):
+            t0 = _cpu()
+            # each perturbation gets the options it takes (a rewriter goes to the *-model variants only)
+            options = {k: v for k, v in all_options.items() if k in pt.registry[name].defaults}
+            key = _condition_key(data, name, seed, {**options, **turn_kw}, semantic_check) if store is not None else None
+            if store is not None and (c := _load_condition(Path(store), name, key)) is not None:
+                conds[name], source[name] = c, "run folder"  # made by an earlier run with the same data, seed and options
+                cpu[name] = round(_cpu() - t0, 3)
+                continue
+            skey = store_key(data, name, seed, options, turns, semantic_check)
+            if skey is not None and (c := _from_store(skey, data, name, turns)) is not None:
+                conds[name], source[name] = c, "store"
+                if store is not None:
+                    _save_condition(Path(store), c, key)
+                cpu[name] = round(_cpu() - t0, 3)
+                continue
+            try:
+                conds.update((pool.perturb if pool is not None else pt.perturb)(data, [name], seed=seed, **turn_kw,
+                                                                               **check_kw, **options))
+                source[name] = "made"
+                if store is not None:
+                    _save_condition(Path(store), conds[name], key)
+                if skey is not None:
+                    try:
+                        _to_store(skey, conds[name], turns)
+                    except OSError as e:  # a full or read-only cache: the audit goes on without keeping the condition
+                        warnings.warn(f"condition {name} not kept in the store {ra_store.store_root()}: {e}", stacklevel=2)
+            except pt.MissingResourceError as e:  # a missing backend (apertium, WordNet) must not sink the other nine
+                if on_unavailable != "skip":
+                    raise AuditError(f"perturbation {name} could not run: {e} (perturbations)") from e
+                skipped[name] = f"{type(e).__name__}: {e}"
+                warnings.warn(f"perturbation {name} skipped: {skipped[name]}", stacklevel=2)
             cpu[name] = round(_cpu() - t0, 3)
-            continue
-        skey = store_key(data, name, seed, options, turns, semantic_check)
-        if skey is not None and (c := _from_store(skey, data, name, turns)) is not None:
-            conds[name], source[name] = c, "store"
-            if store is not None:
-                _save_condition(Path(store), c, key)
-            cpu[name] = round(_cpu() - t0, 3)
-            continue
-        try:
-            conds.update((pool.perturb if pool is not None else pt.perturb)(data, [name], seed=seed, **turn_kw,
-                                                                           **check_kw, **options))
-            source[name] = "made"
-            if store is not None:
-                _save_condition(Path(store), conds[name], key)
-            if skey is not None:
-                try:
-                    _to_store(skey, conds[name], turns)
-                except OSError as e:  # a full or read-only cache: the audit goes on without keeping the condition
-                    warnings.warn(f"condition {name} not kept in the store {ra_store.store_root()}: {e}", stacklevel=2)
-        except pt.MissingResourceError as e:  # a missing backend (apertium, WordNet) must not sink the other nine
-            if on_unavailable != "skip":
-                raise AuditError(f"perturbation {name} could not run: {e} (perturbations)") from e
-            skipped[name] = f"{type(e).__name__}: {e}"
-            warnings.warn(f"perturbation {name} skipped: {skipped[name]}", stacklevel=2)
-        cpu[name] = round(_cpu() - t0, 3)
-    if pool is not None and pool is not perturber:
-        pool.close()
-    emb1 = ra_store.embedding_stats()
-    ra_store.release_embedders()  # the embedder's memory goes back before scoring starts
+    finally:  # an error or Ctrl-C in one perturbation still stops the worker processes and frees the embedder
+        if pool is not None and pool is not perturber:
+            pool.close()
+        emb1 = ra_store.embedding_stats()
+        ra_store.release_embedders()  # the embedder's memory goes back before scoring starts
     if report is not None:
         report.update({"conditions": source, "cpu_seconds": cpu,
                        "embeddings": {k: emb1[k] - emb0[k] for k in emb1},

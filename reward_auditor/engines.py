@@ -255,38 +255,35 @@ class LocalEngine(Engine):
 def _require_ray():
     try:
         import ray
-        import ray.data  # noqa: F401
     except ImportError:
         raise EngineError("the Ray engine needs the ray extra: pip install 'reward_auditor[ray]'") from None
     return ray
 
 
-class _UnitWorker:
-    "A Ray Data callable class: builds the scorer once, then scores one unit per row."
+class _UnitActor:
+    "A Ray actor: builds the scorer once, then scores the units it is handed (a unit that raises fails alone)."
 
     def __init__(self, recipe: dict, device: str | None = None):
         self.scorer = build_scorer(recipe, device)
 
-    def __call__(self, batch: pd.DataFrame) -> pd.DataFrame:
-        out = {"unit": [], "keys": [], "values": [], "error": []}
-        for idx, payload in zip(batch["unit"], batch["payload"]):
-            try:
-                unit = json.loads(payload)
-                keys, vals = score_unit(self.scorer, unit["chunks"], unit.get("encoded"))
-                out["keys"].append(json.dumps(keys, ensure_ascii=False))
-                out["values"].append(json.dumps(vals))
-                out["error"].append("")
-            except Exception as e:  # the unit fails alone; the driver names it
-                out["keys"].append("[]")
-                out["values"].append("[]")
-                out["error"].append(f"{type(e).__name__}: {e}")
-            out["unit"].append(int(idx))
-        return pd.DataFrame(out)
+    def score(self, index: int, chunks: list, encoded: list | None) -> tuple:
+        "(unit index, keys, values, error or None)."
+        try:
+            keys, vals = score_unit(self.scorer, chunks, encoded)
+            return index, keys, vals, None
+        except Exception as e:  # the unit fails alone; the driver names it
+            return index, None, None, f"{type(e).__name__}: {e}"
+
+
+def _wire(unit: Unit) -> tuple:
+    "What a worker is sent for a unit: its index, its chunks and the planner's encodings (numpy ids), as they are."
+    return unit.index, unit.chunks, unit.encoded
 
 
 class RayEngine(Engine):
     "Units scored by a pool of Ray actors (local instance, or a cluster with address='auto' or 'ray://…')."
     name = "ray"
+    in_flight = 2   # units handed to each actor at a time
 
     def __init__(self, address: str | None = None, workers: int = 1, gpus_per_worker: float = 0.0,
                  cpus_per_worker: float = 1.0, unit_batches: int = 4):
@@ -308,41 +305,46 @@ class RayEngine(Engine):
         if not ray.is_initialized():
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
                      runtime_env={"env_vars": {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}})
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = False
-        ctx.print_on_execution_start = False
         return ray
+
+    def _actors(self, ray, scorer, n: int) -> list:
+        "n actors building the scorer from one copy of its recipe in the object store; Ray restarts one that dies."
+        cls = ray.remote(num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker, max_restarts=3,
+                         max_task_retries=3)(_UnitActor)
+        recipe = ray.put(scorer_recipe(scorer))
+        device = None if self.gpus_per_worker > 0 else "cpu"
+        return [cls.remote(recipe, device) for _ in range(n)]
 
     def _execute(self, scorer, units):
         if not units:
             return
         ray = self._connect()
-        rows = [{"unit": u.index, "payload": _payload(u)} for u in units]
-        ds = ray.data.from_items(rows, override_num_blocks=len(rows))
-        out = ds.map_batches(
-            _UnitWorker, batch_size=1, batch_format="pandas",
-            compute=ray.data.ActorPoolStrategy(size=self.workers),
-            fn_constructor_kwargs={"recipe": scorer_recipe(scorer),
-                                   "device": None if self.gpus_per_worker > 0 else "cpu"},
-            num_gpus=self.gpus_per_worker, num_cpus=self.cpus_per_worker)  # Ray Data restarts dead actors and retries
+        queue = list(reversed(units))                      # popped from the end: the planned order
+        actors = self._actors(ray, scorer, min(self.workers, len(units)))
+        pending = {}
+
+        def hand(actor):
+            if queue:
+                pending[actor.score.remote(*_wire(queue.pop()))] = actor
+
         try:
-            for row in out.iter_rows():
-                err = row["error"] or None
-                yield int(row["unit"]), [tuple(k) for k in json.loads(row["keys"])], json.loads(row["values"]), err
+            for _ in range(self.in_flight):
+                for actor in actors:
+                    hand(actor)
+            while pending:
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                actor = pending.pop(ref)
+                idx, keys, vals, err = ray.get(ref)
+                hand(actor)
+                yield idx, None if keys is None else [tuple(k) for k in keys], vals, err
         except Exception as e:
             why = _worker_start_error(e)
             if why is None:
                 raise
             raise EngineError(f"{scorer.name}: a Ray worker could not start: {why}") from None
-
-
-def _payload(unit: Unit) -> str:
-    "A unit as JSON for a worker: its chunks, and the planner's encodings with the ids as base64 of int32."
-    import base64
-    enc = None if unit.encoded is None else [
-        None if e is None else {**e, "ids": base64.b64encode(e["ids"].astype("<i4", copy=False).tobytes()).decode("ascii")}
-        for e in unit.encoded]
-    return json.dumps({"chunks": unit.chunks, "encoded": enc}, ensure_ascii=False)
+        finally:
+            for actor in actors:                           # their CPUs and GPUs go back for the next scorer
+                ray.kill(actor)
 
 
 def _worker_start_error(e: BaseException) -> str | None:

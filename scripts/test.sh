@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: notebooks and package in sync, every notebook executed, then pytest.
-#   VENV=path   the environment made by scripts/setup.sh (default .venv)
+#   VENV=path       the environment made by scripts/setup.sh (default .venv)
+#   TEST_WORKERS=n  pytest processes (default 2; each test file runs whole in one of them, so its module fixtures
+#                   are built once; 1 runs everything in this process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -23,4 +25,9 @@ echo "== 2/3 nbdev-test: every notebook executed"
 "$bin/nbdev-test" --n-workers 2 --timing
 
 echo "== 3/3 pytest"
-"$bin/python" -m pytest tests --durations=15 "$@"
+workers=${TEST_WORKERS:-2}
+if [ "$workers" -gt 1 ]; then
+  "$bin/python" -m pytest tests -n "$workers" --dist loadfile --durations=15 "$@"
+else
+  "$bin/python" -m pytest tests --durations=15 "$@"
+fi

@@ -428,3 +428,26 @@ def test_unproven_procedure_is_measured_on_clustered_families():
     # a proven procedure is not simulated at all, clustered or not
     assert audit(load_preferences(_rb2_rows()), ["noise"], ["EF"], permutations=200,
                  progress=False).manifest["error_control"]["measured"] == []
+
+
+def test_a_failing_perturbation_still_stops_the_worker_pool(monkeypatch):
+    "make_conditions closes the worker processes it started and frees the embedder when a perturbation raises."
+    from reward_auditor import engines, store
+    events = []
+
+    class Pool:
+        def __init__(self, workers):
+            events.append(("start", workers))
+
+        def perturb(self, *a, **k):
+            raise RuntimeError("a worker died")
+
+        def close(self):
+            events.append(("close",))
+
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    monkeypatch.setattr(engines, "PerturbPool", Pool)
+    monkeypatch.setattr(store, "release_embedders", lambda *a, **k: events.append(("release",)))
+    with pytest.raises(RuntimeError, match="a worker died"):
+        make_conditions(load_sample().head(6), ["EF"], workers=2)
+    assert events == [("start", 2), ("close",), ("release",)]

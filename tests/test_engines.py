@@ -87,8 +87,9 @@ def test_planner_reproduces_the_local_batch_plan(setup):
 
 @pytest.mark.parametrize("which", ["rm", "dpo"])
 def test_units_carry_the_planners_encodings_and_never_tokenize_again(setup, which):
-    "A unit scored from its carried ids never calls the tokenizer, and equals re-encoding (and the JSON a worker gets)."
-    from reward_auditor.engines import _payload, score_unit
+    "A unit scored from its carried ids never calls the tokenizer, and equals re-encoding (and what a worker gets)."
+    import pickle
+    from reward_auditor.engines import _wire, score_unit
     sc = make(setup, which)
     units = plan_units(sc, condition_frames(setup["pairs"], setup["conds"]), None, unit_batches=2)
     assert units and all(u.encoded is not None and len(u.encoded) == len(u.chunks) for u in units)
@@ -98,7 +99,7 @@ def test_units_carry_the_planners_encodings_and_never_tokenize_again(setup, whic
     orig = type(sc)._encode_item
     sc._encode_item = lambda *a, **k: (calls.append(a), orig(sc, *a, **k))[1]
     carried = [score_unit(sc, u.chunks, u.encoded) for u in units]
-    sent = [score_unit(sc, (m := json.loads(_payload(u)))["chunks"], m["encoded"]) for u in units]
+    sent = [score_unit(sc, *pickle.loads(pickle.dumps(_wire(u)))[1:]) for u in units]   # as Ray ships it
     assert calls == []
     assert carried == again == sent  # same keys, same floats to the last bit
     score_unit(sc, units[0].chunks)
@@ -193,7 +194,6 @@ RAY_KEY = ("RA_TEST_RAY_KEY", "sk-ray-worker-secret-246")
 @pytest.fixture(scope="module")
 def ray_session():
     ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'reward_auditor[ray]')")
-    pytest.importorskip("ray.data", reason="the ray extra is not installed (pip install 'reward_auditor[ray]')")
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
@@ -471,3 +471,40 @@ def test_cli_reports_a_failing_unit_as_a_user_error(setup, tmp_path, monkeypatch
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err
     assert "internal error" not in err[0] and "broken scorer" in err[0] and "unit" in err[0]
+
+
+# --- perturbing in parts with Ray tasks (the items of test_perturbations_split) ---------------------------------
+
+def test_ray_split_conditions_equal_the_whole(ray_session):
+    from reward_auditor import perturbations as P
+    from reward_auditor.engines import RayPerturbPool
+    from test_perturbations_split import HAS_APERTIUM, items
+    data = items(3)
+    # SP and ST load a sentence model in every worker (slow here); PerturbPool's test covers their split
+    names = [n for n in ("EF", "PH", "IU", "IW", "CN", "LE", "LC", "SLC") if HAS_APERTIUM or "LC" not in n]
+    whole = P.perturb(data, names, seed=11)
+    pool = RayPerturbPool(workers=3, min_items=16)
+    split = pool.perturb(data.iloc[::-1].reset_index(drop=True), names, seed=11)
+    for n in names:
+        a = split[n].frame.set_index("id").loc[whole[n].frame["id"]].reset_index()
+        pd.testing.assert_frame_equal(a, whole[n].frame, check_exact=True)
+        assert split[n].record == whole[n].record
+    with pytest.raises(P.PerturbationError, match="rate"):  # the perturbation's own error, not Ray's wrapper
+        pool.perturb(data, ["EF"], seed=11, rate=2.0)
+
+
+def test_ray_engine_perturbs_with_ray_tasks(ray_session, tmp_path, monkeypatch):
+    "The audit with the Ray engine perturbs through Ray tasks and gets the conditions of the plain path."
+    from reward_auditor import audit as ra_audit
+    from reward_auditor.engines import RayPerturbPool
+    from test_perturbations_split import items
+    used = []
+    real = RayPerturbPool._map
+    monkeypatch.setattr(RayPerturbPool, "_map", lambda self, *a: used.append(a[1]) or real(self, *a))
+    data = items(6)          # two parts of at least 64 items (the pool's default minimum)
+    engine = RayEngine(workers=1, cpus_per_worker=0.5)
+    res = ra_audit.audit(data, "length", ["EF", "LE"], seed=2, permutations=200, engine=engine, perturb_workers=2,
+                         cache=tmp_path / "c.sqlite", progress=False)
+    plain = ra_audit.audit(data, "length", ["EF", "LE"], seed=2, permutations=200, progress=False)
+    assert used == ["EF", "LE"]
+    pd.testing.assert_frame_equal(res.items, plain.items, check_exact=True)

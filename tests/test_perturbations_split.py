@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, SHARED_DATA
 from reward_auditor import perturbations as P
 from reward_auditor.data import load_preferences, load_sample
-from reward_auditor.engines import PerturbPool, RayPerturbPool, engine_perturber, splittable
+from reward_auditor.engines import PerturbPool, engine_perturber, splittable
 
 HAS_APERTIUM = shutil.which("apertium") is not None
 NO_APERTIUM = "apertium is not installed (apt-get install apertium apertium-eng-spa)"
@@ -83,47 +83,4 @@ def test_a_few_items_first_then_the_whole_equals_a_fresh_process(tmp_path):
     assert json.loads(r.stdout.strip().splitlines()[-1]) == here
 
 
-# --- Ray ------------------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'reward_auditor[ray]')")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
-                                           "OMP_NUM_THREADS": "1"}})
-    yield ray
-    if started:
-        ray.shutdown()
-
-
-def test_ray_split_conditions_equal_the_whole(ray_session):
-    data = items(3)
-    # SP and ST load a sentence model in every worker (slow here); PerturbPool's test covers their split
-    names = [n for n in ("EF", "PH", "IU", "IW", "CN", "LE", "LC", "SLC") if HAS_APERTIUM or "LC" not in n]
-    whole = P.perturb(data, names, seed=11)
-    pool = RayPerturbPool(workers=3, min_items=16)
-    split = pool.perturb(data.iloc[::-1].reset_index(drop=True), names, seed=11)
-    for n in names:
-        a = split[n].frame.set_index("id").loc[whole[n].frame["id"]].reset_index()
-        pd.testing.assert_frame_equal(a, whole[n].frame, check_exact=True)
-        assert split[n].record == whole[n].record
-    with pytest.raises(P.PerturbationError, match="rate"):  # the perturbation's own error, not Ray's wrapper
-        pool.perturb(data, ["EF"], seed=11, rate=2.0)
-
-
-def test_ray_engine_perturbs_with_ray_tasks(ray_session, tmp_path, monkeypatch):
-    "The audit with the Ray engine perturbs through Ray tasks and gets the conditions of the plain path."
-    from reward_auditor import audit as ra_audit
-    from reward_auditor.engines import RayEngine
-    used = []
-    real = RayPerturbPool._map
-    monkeypatch.setattr(RayPerturbPool, "_map", lambda self, *a: used.append(a[1]) or real(self, *a))
-    data = items(6)          # two parts of at least 64 items (the pool's default minimum)
-    engine = RayEngine(workers=1, cpus_per_worker=0.5)
-    res = ra_audit.audit(data, "length", ["EF", "LE"], seed=2, permutations=200, engine=engine, perturb_workers=2,
-                         cache=tmp_path / "c.sqlite", progress=False)
-    plain = ra_audit.audit(data, "length", ["EF", "LE"], seed=2, permutations=200, progress=False)
-    assert used == ["EF", "LE"]
-    pd.testing.assert_frame_equal(res.items, plain.items, check_exact=True)
+# The Ray tests of perturbing in parts are in test_engines.py, which starts the test run's one Ray instance.
