@@ -33,7 +33,7 @@ SEMANTIC_CHECK_DEFAULT = True  # the meaning check runs unless switched off (--s
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
 # %% ../nbs/04b_meaning_check.ipynb #a321c6a4
-MINILM_ENCODER = "numpy-bert/1"  # in `minilm_id`: vectors stored by another encoder (or version) are never reused
+MINILM_ENCODER = "numpy-bert/2"  # in `minilm_id`: vectors stored by another encoder (or version) are never reused
 MINILM_MAX_TOKENS = 256                  # the cut all-MiniLM-L6-v2 was trained with
 
 
@@ -44,7 +44,8 @@ def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.nd
 
 
 # erf(x) ≈ x·P(x²)/Q(x²) on [-4, 4] (±1 beyond, in float32): the rational approximation Eigen and XLA use for
-# float32 erf; evaluated in float64 it is within 7e-8 of erf (checked below against scipy.special.erf).
+# float32 erf; evaluated in float64 it is within 7e-8 of erf, in float32 within 5e-7 (both checked below against
+# scipy.special.erf). GELU evaluates it in float32, as those libraries do: 2.5× faster than in float64.
 _ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
           -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
 _ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
@@ -52,17 +53,21 @@ _ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -
 
 
 def erf(x: np.ndarray) -> np.ndarray:
-    "erf of an array by the rational approximation above, in float64 (within 7e-8 of the exact value)."
-    c = np.clip(np.asarray(x, np.float64), -4.0, 4.0)
+    "erf by the rational approximation above, in the precision of `x` (float32 stays float32, anything else float64)."
+    x = np.asarray(x)
+    t = np.float32 if x.dtype == np.float32 else np.float64
+    c = np.clip(x.astype(t, copy=False), t(-4.0), t(4.0))
     z = c * c
     p, q = np.full_like(z, _ERF_P[0]), np.full_like(z, _ERF_Q[0])
     for a in _ERF_P[1:]:
         p *= z
-        p += a
+        p += t(a)
     for b in _ERF_Q[1:]:
         q *= z
-        q += b
-    return p * c / q
+        q += t(b)
+    p *= c
+    p /= q
+    return p
 
 
 def gelu(x: np.ndarray, chunk: int = 1 << 15) -> np.ndarray:
@@ -70,7 +75,7 @@ def gelu(x: np.ndarray, chunk: int = 1 << 15) -> np.ndarray:
     flat = x.reshape(-1)
     for i in range(0, flat.size, chunk):
         part = flat[i:i + chunk]
-        phi = erf(part.astype(np.float64) * 0.7071067811865476)
+        phi = erf(part * np.float32(0.7071067811865476))
         phi += 1
         phi *= 0.5
         phi *= part
