@@ -835,7 +835,9 @@ def package_versions() -> dict[str, str]:
     out = {"python": platform.python_version(), "reward_auditor": reward_auditor.__version__}
     for pkg in ("numpy", "scipy", "pandas", "pyarrow"):
         out[pkg] = version(pkg)
-    for mod, pkg in (("torch", "torch"), ("transformers", "transformers"), ("nltk", "nltk")):
+    # tokenizers: the meaning check's token ids; safetensors: its weights
+    for mod, pkg in (("torch", "torch"), ("transformers", "transformers"), ("nltk", "nltk"), ("tokenizers", "tokenizers"),
+                     ("safetensors", "safetensors")):
         if mod in sys.modules:
             try:
                 out[pkg] = version(pkg)

@@ -451,3 +451,11 @@ def test_a_failing_perturbation_still_stops_the_worker_pool(monkeypatch):
     with pytest.raises(RuntimeError, match="a worker died"):
         make_conditions(load_sample().head(6), ["EF"], workers=2)
     assert events == [("start", 2), ("close",), ("release",)]
+
+
+def test_versions_name_the_meaning_checks_tokenizer_when_it_ran():
+    "The meaning check's ids come from `tokenizers`: once imported, its version is in the manifest's versions."
+    import tokenizers  # noqa: F401 - imported as the meaning check imports it
+    from reward_auditor.audit import package_versions
+    from importlib.metadata import version
+    assert package_versions()["tokenizers"] == version("tokenizers")
