@@ -2,7 +2,7 @@
 
 Usage: OMP_NUM_THREADS=1 python bench/ray_audit.py [--repeats 3] [--perturbations EF,PH,IU,LE] [--limit 60] [--data D] [--tree T]
 
-Each run is a fresh process that calls `reward-auditor audit --data sample --model <tiny RM>` (the tiny random
+Each run is a fresh process that calls `reward-auditor audit --data D --model <tiny RM>` (D: the bundled sample unless --data names a file) (the tiny random
 reward model of the tests, built offline; --no-report) and, before it exits, adds up the CPU of itself and of every
 process below it (for Ray: GCS, raylet, agents, workers and actors, through psutil), then shuts Ray down. Rows:
 
@@ -10,8 +10,8 @@ process below it (for Ray: GCS, raylet, agents, workers and actors, through psut
 - `ray bare`: `ray.init` of a local instance and one trivial task: the fixed cost that is Ray's, not ours;
 - `ray, 1 worker`: `--engine ray --workers 1` (perturbing as Ray tasks, scoring by one actor).
 
-`ours` = ray − in-process − ray bare: what the engine's own work adds (actor start and model load, Ray's data
-layer, moving units and results, the driver's commits). Each row is the minimum over the repeats, and
+`ours` = ray − in-process − ray bare: what the engine's own work adds (actor start and model load, moving units
+and results, the driver's commits). Each row is the minimum over the repeats, and
 `fill s` is the engine's own fill time from the manifest. The scores are checked bitwise against the in-process
 run. Nothing here asserts timings.
 """

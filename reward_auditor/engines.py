@@ -7,7 +7,6 @@ Docs: https://reward-auditor.github.io/reward_auditor/engines.html.md"""
 # %% ../nbs/08_engines.ipynb #cc13e6db
 from __future__ import annotations
 
-import json
 import os
 import time
 import traceback
