@@ -20,9 +20,9 @@ from .resources import cache_dir
 
 # %% auto #0
 __all__ = ['SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'SEMANTIC_OFF', 'SEMANTIC_CHECK_DEFAULT',
-           'MINILM_ENCODER', 'MINILM_MAX_TOKENS', 'layer_norm', 'erf', 'gelu', 'attention', 'SentenceEmbedder',
-           'minilm_folder', 'minilm_id', 'sentence_embedder', 'semantic_embeddings', 'plain_text', 'semantic_key',
-           'semantic_filter']
+           'MINILM_ENCODER', 'MINILM_MAX_TOKENS', 'layer_norm', 'erf', 'gelu', 'attention', 'minilm_tokenizer',
+           'SentenceEmbedder', 'minilm_folder', 'minilm_id', 'sentence_embedder', 'semantic_embeddings', 'plain_text',
+           'semantic_key', 'same_tokens', 'semantic_filter']
 
 # %% ../nbs/04b_meaning_check.ipynb #2bb201ce
 SEMANTIC_THRESHOLDS = {"ST": 0.80, "SP": 0.75, "SP-model": 0.75}  # SP: compared without its Markdown layout
@@ -118,19 +118,26 @@ def _blas_threads() -> None:
     threadpool_limits(int(n), user_api="blas")
 
 
+@lru_cache(maxsize=4)
+def minilm_tokenizer(folder: Path):
+    "The WordPiece tokenizer of `tokenizer.json`, unpadded and cut at 256 tokens (the file pads and cuts at 128)."
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(MINILM_MAX_TOKENS)
+    return tok
+
+
 class SentenceEmbedder:
     "all-MiniLM-L6-v2 in numpy: BERT's six layers on the safetensors weights, mean-pooled over real tokens, unit length."
     def __init__(self, folder: Path):
         from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
         self.folder = Path(folder)
         cfg = json.loads((self.folder / "config.json").read_text())
         if cfg.get("hidden_act") != "gelu" or cfg.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError(f"{self.folder / 'config.json'}: not the BERT this encoder runs (hidden_act, positions)")
         self.heads, self.eps = cfg["num_attention_heads"], np.float32(cfg["layer_norm_eps"])
-        self.tok = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
-        self.tok.no_padding()                   # the file pads and cuts at 128; the model was trained on 256
-        self.tok.enable_truncation(MINILM_MAX_TOKENS)
+        self.tok = minilm_tokenizer(self.folder)
         _blas_threads()
         w = load_file(str(self.folder / "model.safetensors"))
         e = "embeddings."
@@ -261,20 +268,29 @@ def _pieces(before: str, after: str) -> list[tuple[str, str]]:
     return [(before, after)]
 
 
+def same_tokens(folder: Path, before: list[str], after: list[str]) -> np.ndarray:
+    "Whether each pair gives the encoder the same token ids (after the cut): equal inputs, equal vectors, similarity 1."
+    tok = minilm_tokenizer(folder)
+    return np.array([x.ids == y.ids for x, y in zip(tok.encode_batch(before), tok.encode_batch(after))], bool)
+
+
 def semantic_filter(name: str, before: list[str], after: list[str]) -> tuple[list[str], dict]:
     "Undo rewrites whose embedding similarity to the original falls below the threshold → (texts, record)."
-    emb = semantic_embeddings()
+    folder = minilm_folder()
     thr = SEMANTIC_THRESHOLDS[name]
-    if emb is None:
+    if folder is None:
         return after, {"backend": None, "note": "semantic check not run: pip install 'reward-auditor[semantic]'"}
+    emb = semantic_embeddings()
     todo = [i for i, (x, y) in enumerate(zip(before, after)) if x != y]
     view = plain_text if name.startswith("SP") else (lambda t: t)  # a layout change is not a change of meaning
     pairs = [(i, x, y) for i in todo for x, y in _pieces(view(before[i]), view(after[i])) if x != y]
     if not pairs:
         return after, {"backend": emb.model_id, "threshold": thr, "checked": 0, "rejected": 0}
-    vec = emb.vectors([x for _, x, _ in pairs] + [y for _, _, y in pairs])   # each distinct text once
-    va, vb = vec[:len(pairs)], vec[len(pairs):]
-    sim = (va * vb).sum(1)
+    sim = np.ones(len(pairs), np.float32)     # a pair the encoder cannot tell apart is not embedded
+    differ = np.flatnonzero(~same_tokens(folder, [x for _, x, _ in pairs], [y for _, _, y in pairs]))
+    if len(differ):
+        vec = emb.vectors([pairs[k][1] for k in differ] + [pairs[k][2] for k in differ])   # each distinct text once
+        sim[differ] = (vec[:len(differ)] * vec[len(differ):]).sum(1)
     worst: dict[int, float] = {}
     for (i, _, _), s_ in zip(pairs, sim):
         worst[i] = min(worst.get(i, 1.0), float(s_))

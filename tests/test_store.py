@@ -106,6 +106,23 @@ def test_shared_embeddings_match_fixed_batches_on_the_sample(monkeypatch):
     _check_against_fixed_batches(load_sample().head(40), monkeypatch)
 
 
+def test_pairs_with_the_same_token_ids_are_not_embedded(monkeypatch):
+    """Spacing, case and a Markdown layout leave the token ids as they were: such a pair's similarity is 1 by
+    construction, so the check embeds only the pieces whose words changed (before, it embedded all of them)."""
+    _minilm()
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    S._EMBEDDINGS.clear()
+    after = ["It  is FINAL. The function returns a listing of integers."]
+    kept, rec = P.semantic_filter("ST", ["It is final. The function returns a list of integers."], after)
+    assert P.semantic_embeddings().stats["computed"] == 2          # the two sentences with "list" and "listing"
+    assert (rec["checked"], rec["rejected"], kept) == (1, 0, after)
+    md = "## Steps\n\n1. **Boil** the water.\n2. Add the pasta."
+    kept, rec = P.semantic_filter("SP", ["Boil the water. Add the pasta."], [md])
+    assert P.semantic_embeddings().stats["computed"] == 2          # nothing more: SP's layout is not a token
+    assert (rec["checked"], rec["rejected"], kept) == (1, 0, [md])
+    S._EMBEDDINGS.clear()
+
+
 @pytest.mark.slow
 def test_shared_embeddings_match_fixed_batches_on_rmbench(monkeypatch):
     path = shared_file("rm-bench", "chat_filtered.json")
