@@ -247,35 +247,29 @@ def is_wordnet_mwe(*parts: str) -> bool:
     return any(key in wordnet_lite().index(pos) for pos in _WN_FILES)
 
 
+_OPENS = re.compile(r"(?:[.!?:]\s+|\n\s*|^\s*|[-*#>]\s+)$")   # what may stand before a sentence's first word
+
+
 def st_protected(text: str, spans: list[tuple[int, int]]) -> set[int]:
     "Indices of the word spans ST must keep: multi-word expressions, names, quantities, technical terms."
     w = [text[s:e] for s, e in spans]
     near = [i > 0 and not text[spans[i - 1][1]:spans[i][0]].strip() for i in range(len(spans))]  # only space before
+    odd = [(x.isupper() and len(x) > 1) or not x.isalpha() or tagged_count(x) == 0 for x in w]  # acronym, code, rare
+    start = len(text) - len(text.lstrip())          # the text's first word: nothing but space before it
     keep = set()
     for i, (s, e) in enumerate(spans):
-        before = text[max(0, s - 3):s]
-        opens = i == 0 or bool(re.search(r"(?:[.!?:]\s+|\n\s*|^\s*|[-*#>]\s+)$", text[max(0, s - 4):s])) \
-            or not text[:s].strip()
-        if w[i][:1].isupper() and not opens:
+        if w[i][:1].isupper() and not (i == 0 or s <= start or _OPENS.search(text[max(0, s - 4):s])):
             keep.add(i)                                                   # a name inside a sentence
-            if i > 0 and near[i] and w[i - 1][:1].isupper():
+            if near[i] and w[i - 1][:1].isupper():
                 keep.add(i - 1)
-        if _NUMBER_BEFORE.search(text[max(0, s - 16):s]) or (i > 0 and near[i] and w[i - 1].lower() in NUMBER_WORDS):
+        if _NUMBER_BEFORE.search(text[max(0, s - 16):s]) or (near[i] and w[i - 1].lower() in NUMBER_WORDS):
             keep.add(i)                                                   # a quantity's unit
-        for j in (i - 1, i + 1):                                          # next to an acronym, code-like or rare word
-            if 0 <= j < len(spans) and near[max(i, j)]:
-                nb = w[j]
-                gap = text[min(e, spans[j][1]):max(s, spans[j][0])]
-                if gap.strip():
-                    continue
-                if (nb.isupper() and len(nb) > 1) or not nb.isalpha() or tagged_count(nb) == 0:
-                    keep.add(i)
-        for n in (2, 3):                                                  # multi-word expressions
-            for a in range(i - n + 1, i + 1):
-                b = a + n - 1
-                if a >= 0 and b < len(spans) and all(near[k] for k in range(a + 1, b + 1)) \
-                        and is_wordnet_mwe(*w[a:b + 1]):
-                    keep.update(range(a, b + 1))
+        if (near[i] and odd[i - 1]) or (i + 1 < len(w) and near[i + 1] and odd[i + 1]):
+            keep.add(i)                                                   # next to an acronym, code-like or rare word
+    for a in range(len(w)):                                               # multi-word expressions of two and three
+        for b in (a + 1, a + 2):
+            if b < len(w) and all(near[a + 1:b + 1]) and is_wordnet_mwe(*w[a:b + 1]):
+                keep.update(range(a, b + 1))
     return keep
 
 # %% ../nbs/04a_synonyms.ipynb #a6f398c2
