@@ -33,14 +33,17 @@ SEMANTIC_CHECK_DEFAULT = True  # the meaning check runs unless switched off (--s
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
 # %% ../nbs/04b_meaning_check.ipynb #a321c6a4
-MINILM_ENCODER = "numpy-bert/2"  # in `minilm_id`: vectors stored by another encoder (or version) are never reused
+MINILM_ENCODER = "numpy-bert/3"  # in `minilm_id`: vectors stored by another encoder (or version) are never reused
 MINILM_MAX_TOKENS = 256                  # the cut all-MiniLM-L6-v2 was trained with
 
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
     "BERT's LayerNorm over the last axis: centred, divided by √(variance + eps), scaled by `g`, shifted by `b`."
     d = x - x.mean(-1, keepdims=True)
-    return d / np.sqrt((d * d).mean(-1, keepdims=True) + eps) * g + b
+    d /= np.sqrt((d * d).mean(-1, keepdims=True) + eps)
+    d *= g
+    d += b
+    return d
 
 
 # erf(x) ≈ x·P(x²)/Q(x²) on [-4, 4] (±1 beyond, in float32): the rational approximation Eigen and XLA use for
@@ -58,11 +61,13 @@ def erf(x: np.ndarray) -> np.ndarray:
     t = np.float32 if x.dtype == np.float32 else np.float64
     c = np.clip(x.astype(t, copy=False), t(-4.0), t(4.0))
     z = c * c
-    p, q = np.full_like(z, _ERF_P[0]), np.full_like(z, _ERF_Q[0])
-    for a in _ERF_P[1:]:
+    p, q = z * t(_ERF_P[0]), z * t(_ERF_Q[0])      # Horner's rule, in place after the first step
+    p += t(_ERF_P[1])
+    q += t(_ERF_Q[1])
+    for a in _ERF_P[2:]:
         p *= z
         p += t(a)
-    for b in _ERF_Q[1:]:
+    for b in _ERF_Q[2:]:
         q *= z
         q += t(b)
     p *= c
@@ -70,7 +75,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     return p
 
 
-def gelu(x: np.ndarray, chunk: int = 1 << 15) -> np.ndarray:
+def gelu(x: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
     "GELU in its erf form, x·Φ(x) = x·(1 + erf(x/√2))/2, in place on float32 `x`, in cache-sized pieces."
     flat = x.reshape(-1)
     for i in range(0, flat.size, chunk):
@@ -78,30 +83,31 @@ def gelu(x: np.ndarray, chunk: int = 1 << 15) -> np.ndarray:
         phi = erf(part * np.float32(0.7071067811865476))
         phi += 1
         phi *= 0.5
-        phi *= part
-        part[...] = phi
+        part *= phi
     return x
 
 
-def attention(qkv: np.ndarray, mask: np.ndarray, heads: int) -> np.ndarray:
-    "Self-attention of the real tokens: `qkv` (tokens, 3·hidden) packed row by row, `mask` (batch, length) → (tokens, hidden)."
-    (B, L), H = mask.shape, qkv.shape[1] // 3
-    d = H // heads
-    padded = np.zeros((B, L, 3 * H), qkv.dtype)
-    padded[mask] = qkv
-    q, k, v = padded.reshape(B, L, 3, heads, d).transpose(2, 0, 3, 1, 4)
-    bias = np.where(mask, np.float32(0), np.float32(-1e9))[:, None, None, :]   # padded keys get weight exactly 0
-    out = np.empty((B, L, heads, d), qkv.dtype)
-    step = max(1, (1 << 18) // (heads * L * L))          # texts per piece: scores of about 1 MB stay in cache
-    for i in range(0, B, step):
-        s = q[i:i + step] @ k[i:i + step].transpose(0, 1, 3, 2)
-        s *= np.float32(1 / np.sqrt(d))
-        s += bias[i:i + step]
-        s -= s.max(-1, keepdims=True)
-        np.exp(s, out=s)
-        s /= s.sum(-1, keepdims=True)
-        out[i:i + step] = (s @ v[i:i + step]).transpose(0, 2, 1, 3)
-    return out.reshape(B, L, H)[mask]
+def attention(qkv: np.ndarray, lengths: np.ndarray, heads: int) -> np.ndarray:
+    "Self-attention within each text: `qkv` (tokens, 3·hidden) packed text after text, `lengths` its texts' token counts → (tokens, hidden)."
+    H = qkv.shape[1] // 3
+    d, scale = H // heads, np.float32(1 / np.sqrt(H // heads))
+    out = np.empty((qkv.shape[0], H), qkv.dtype)
+    runs = np.r_[0, np.flatnonzero(np.diff(lengths)) + 1, len(lengths)]    # neighbouring texts of one length
+    o = 0
+    for r0, r1 in zip(runs[:-1], runs[1:]):
+        L = int(lengths[r0])
+        step = max(1, (1 << 18) // (heads * L * L))      # texts per piece: scores of about 1 MB stay in cache
+        for i in range(r0, r1, step):
+            m = min(step, r1 - i)
+            q, k, v = qkv[o:o + m * L].reshape(m, L, 3, heads, d).transpose(2, 0, 3, 1, 4)   # views, no copy
+            s = q @ k.transpose(0, 1, 3, 2)
+            s *= scale
+            s -= s.max(-1, keepdims=True)
+            np.exp(s, out=s)
+            s /= s.sum(-1, keepdims=True)
+            out[o:o + m * L].reshape(m, L, heads, d)[...] = (s @ v).transpose(0, 2, 1, 3)
+            o += m * L
+    return out
 
 
 def _blas_threads() -> None:
@@ -172,12 +178,20 @@ class SentenceEmbedder:
             ids[r, :len(t)] = t
         return ids, np.arange(ids.shape[1]) < n[:, None]
 
-    def layer(self, x: np.ndarray, mask: np.ndarray, p: dict) -> np.ndarray:
+    def layer(self, x: np.ndarray, lengths: np.ndarray, p: dict) -> np.ndarray:
         "One encoder layer on packed real tokens: attention → dense + residual → LayerNorm, GELU feed-forward + residual → LayerNorm."
-        a = attention(x @ p["qkv"].T + p["qkv_b"], mask, self.heads) @ p["out"].T + p["out_b"]
-        x = layer_norm(a + x, *p["ln1"], self.eps)
-        f = gelu(x @ p["up"].T + p["up_b"]) @ p["down"].T + p["down_b"]
-        return layer_norm(f + x, *p["ln2"], self.eps)
+        h = x @ p["qkv"].T
+        h += p["qkv_b"]
+        a = attention(h, lengths, self.heads) @ p["out"].T
+        a += p["out_b"]
+        a += x
+        x = layer_norm(a, *p["ln1"], self.eps)
+        f = x @ p["up"].T
+        f += p["up_b"]
+        f = gelu(f) @ p["down"].T
+        f += p["down_b"]
+        f += x
+        return layer_norm(f, *p["ln2"], self.eps)
 
     def hidden(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         "Last hidden states of one batch's real tokens, packed text after text (tokens, 384), and the batch's mask."
@@ -185,8 +199,9 @@ class SentenceEmbedder:
         x = self.word[ids[mask]] + self.type0
         x += self.pos[np.nonzero(mask)[1]]
         x = layer_norm(x, *self.embed_ln, self.eps)
+        n = mask.sum(1)
         for p in self.layers:
-            x = self.layer(x, mask, p)
+            x = self.layer(x, n, p)
         return x, mask
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
