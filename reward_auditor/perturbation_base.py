@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from bisect import bisect_right
+from functools import lru_cache
 from difflib import SequenceMatcher
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -81,6 +82,12 @@ def _boxed_spans(text: str) -> list[tuple[int, int]]:
 
 def protected_spans(text: str) -> list[tuple[int, int]]:
     "Sorted, merged (start, end) spans of `text` that no perturbation may change."
+    return list(_spans(text))
+
+
+@lru_cache(maxsize=1 << 16)
+def _spans(text: str) -> tuple[tuple[int, int], ...]:
+    "The spans of `protected_spans`, remembered per text."
     many = max(text.count("\\["), text.count("\\("), text.count("\\begin{")) > _MANY_OPENERS
     pattern = _PROTECTED_RE_MANY if many else _PROTECTED_RE
     spans = sorted([m.span() for m in pattern.finditer(text) if m.end() > m.start()] + _boxed_spans(text))
@@ -90,7 +97,10 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
             merged[-1][1] = max(merged[-1][1], e)
         else:
             merged.append([s, e])
-    return [(s, e) for s, e in merged]
+    return tuple((s, e) for s, e in merged)
+
+
+protected_spans.cache_clear = _spans.cache_clear
 
 
 def mask(text: str, spans: list[tuple[int, int]] | None = None) -> str:
