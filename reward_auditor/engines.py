@@ -410,16 +410,19 @@ class PerturbPool:
         self.min_items = int(min_items)
         self._pool = None
 
-    def _executor(self):
+    def _executors(self) -> list:
+        "One process per worker, each its own executor: part i of every perturbation goes to worker i."
         if self._pool is None:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+            self._pool = [ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) for _ in range(self.workers)]
         return self._pool
 
     def _map(self, parts: list[pd.DataFrame], name: str, seed: int, options: dict) -> list[tuple]:
-        "(frame, record) of every part, in order."
-        futs = [self._executor().submit(_perturb_part, part, name, seed, dict(options)) for part in parts]
+        "(frame, record) of every part, in order; a worker gets the same items for every perturbation (its memos hit)."
+        pools = self._executors()
+        futs = [pools[i % len(pools)].submit(_perturb_part, part, name, seed, dict(options))
+                for i, part in enumerate(parts)]
         return [f.result() for f in futs]
 
     def perturb(self, data: pd.DataFrame, names, seed: int = 0, **options) -> dict:
@@ -447,9 +450,9 @@ class PerturbPool:
         return out
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        for pool in self._pool or []:
+            pool.shutdown()
+        self._pool = None
 
     def __enter__(self):
         return self

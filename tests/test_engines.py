@@ -459,6 +459,28 @@ def test_audit_with_perturb_workers_is_byte_identical(tmp_path):
         pd.testing.assert_frame_equal(one[n].frame, two[n].frame, check_exact=True)
 
 
+def _span_memo() -> dict:
+    "The protected-span memo's counts in the process that runs this (a pool's worker)."
+    from reward_auditor import perturbation_base
+    return perturbation_base._spans.cache_info()._asdict()
+
+
+def test_perturb_pool_gives_each_worker_the_same_items_every_time():
+    """Part i of every perturbation goes to worker i, so a text's protected spans are scanned once per audit, not
+    once per perturbation: after EF and PH each worker found every text of its part in its memo the second time."""
+    from reward_auditor.data import load_preferences
+    from reward_auditor.engines import PerturbPool
+    base = load_preferences("sample")
+    data = pd.concat([base.assign(id=base["id"].astype(str) + f"-{k}") for k in range(2)], ignore_index=True)
+    with PerturbPool(workers=2, min_items=16) as pool:
+        for name in ("EF", "PH", "IW"):       # one at a time, as an audit asks
+            pool.perturb(data, [name], seed=3)
+        memo = [ex.submit(_span_memo).result() for ex in pool._executors()]
+    assert len(memo) == 2
+    for m in memo:                             # the first perturbation scanned its texts, the next two found them
+        assert m["misses"] > 0 and m["hits"] >= 2 * m["misses"], memo
+
+
 def test_cli_reports_a_failing_unit_as_a_user_error(setup, tmp_path, monkeypatch, capsys):
     "A unit that fails in the user's scorer exits 2 with one line naming the unit and its items (not 'internal error')."
     from reward_auditor import cli
