@@ -29,6 +29,7 @@ from . import multiplicity as ra_multiplicity
 from . import perturbations as ra_perturbations
 from . import scorers as ra_scorers
 from . import specs as ra_specs
+from .resources import cpu_seconds
 from .specs import dropped_record
 from . import stats as ra_stats
 from . import store as ra_store
@@ -235,12 +236,6 @@ def _from_store(key: str, data: pd.DataFrame, name: str, turns: str):
     return pt.Condition(name, p.side, p.group, new, meta["record"], original=df)
 
 
-def _cpu() -> float:
-    "CPU seconds of this process and its finished children."
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
 def _load_condition(store: Path, name: str, key: str):
     "A condition saved by an earlier run with the same key and an intact parquet (its sha256 matches), else None."
     from reward_auditor.safety import file_sha256
@@ -265,6 +260,11 @@ def _save_condition(store: Path, cond, key: str) -> None:
     atomic_write(run_file(store.parent, f"{store.name}/{cond.name}.json"), json.dumps(
         {"key": key, "sha256": file_sha256(frame), "side": cond.side, "group": cond.group,
          "record": _jsonable(cond.record)}, indent=1))
+
+
+def _worker_cpu(pool: Any, name: str) -> float:
+    "CPU seconds `pool`'s workers (processes or Ray tasks, still running) spent on perturbation `name` so far."
+    return float(getattr(pool, "cpu", {}).get(name, 0.0)) if pool is not None else 0.0
 
 
 def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed: int = 0,
@@ -295,22 +295,23 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
     check_kw = {} if semantic_check == pt.SEMANTIC_CHECK_DEFAULT else {"semantic_check": bool(semantic_check)}
     try:
         for name in tqdm(names, desc="perturb", disable=not progress, leave=False):
-            t0 = _cpu()
+            t0 = cpu_seconds()
             # each perturbation gets the options it takes (a rewriter goes to the *-model variants only)
             options = {k: v for k, v in all_options.items() if k in pt.registry[name].defaults}
             key = _condition_key(data, name, seed, {**options, **turn_kw}, semantic_check) if store is not None else None
             if store is not None and (c := _load_condition(Path(store), name, key)) is not None:
                 conds[name], source[name] = c, "run folder"  # made by an earlier run with the same data, seed and options
-                cpu[name] = round(_cpu() - t0, 3)
+                cpu[name] = round(cpu_seconds() - t0, 3)
                 continue
             skey = store_key(data, name, seed, options, turns, semantic_check)
             if skey is not None and (c := _from_store(skey, data, name, turns)) is not None:
                 conds[name], source[name] = c, "store"
                 if store is not None:
                     _save_condition(Path(store), c, key)
-                cpu[name] = round(_cpu() - t0, 3)
+                cpu[name] = round(cpu_seconds() - t0, 3)
                 continue
             try:
+                w0 = _worker_cpu(pool, name)
                 conds.update((pool.perturb if pool is not None else pt.perturb)(data, [name], seed=seed, **turn_kw,
                                                                                **check_kw, **options))
                 source[name] = "made"
@@ -326,7 +327,7 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
                     raise AuditError(f"perturbation {name} could not run: {e} (perturbations)") from e
                 skipped[name] = f"{type(e).__name__}: {e}"
                 warnings.warn(f"perturbation {name} skipped: {skipped[name]}", stacklevel=2)
-            cpu[name] = round(_cpu() - t0, 3)
+            cpu[name] = round(cpu_seconds() - t0 + _worker_cpu(pool, name) - w0, 3)
     finally:  # an error or Ctrl-C in one perturbation still stops the worker processes and frees the embedder
         if pool is not None and pool is not perturber:
             pool.close()
@@ -1259,7 +1260,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     `data`, `scorers`, `engine` and `rewriter` take specs (`specs`): e.g. `{"paths": [...], "limit": 200}`,
     `["overlap", "rm=PATH", {"model": PATH, "kind": "dpo", "reference": PATH}]`, `"ray"`, `{"model": DIR}`."""
     from tqdm import tqdm
-    t_start, cpu_start = time.perf_counter(), _cpu()
+    t_start, cpu_start = time.perf_counter(), cpu_seconds()
     settings = AuditSettings(seed=seed, permutations=permutations, alpha=alpha, scale=scale,
                              multiplicity=multiplicity, margin=margin, family=family, preset=preset,
                              two_sided=two_sided, group_weights=dict(group_weights) if group_weights else None,
@@ -1328,11 +1329,11 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
 
     all_items, score_counts, cpu["score"] = [], {}, {}
     for sc in tqdm(scorer_objs, desc="score", disable=not progress or len(scorer_objs) < 2, leave=False):
-        t0 = _cpu()
+        t0 = cpu_seconds()
         items, counts = score_conditions(sc, original, conds, cache=store, progress=progress)
         all_items.append(items)
         score_counts[sc.name] = counts
-        cpu["score"][sc.name] = round(_cpu() - t0, 3)
+        cpu["score"][sc.name] = round(cpu_seconds() - t0, 3)
     items = pd.concat(all_items, ignore_index=True)
     items["confidence_before"] = ra_stats.confidence(items["margin_before"].to_numpy(float), settings.scale)
     items["confidence_after"] = ra_stats.confidence(items["margin_after"].to_numpy(float), settings.scale)
@@ -1347,7 +1348,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     sides = {n: getattr(c, "side", "") for n, c in conds.items()}
     fams = [(m, s) for m in dict.fromkeys(items["model"])
             for s in (dict.fromkeys(items["subset"]) if settings.family == "subset" else ["all"])]
-    tables, t0 = [], _cpu()
+    tables, t0 = [], cpu_seconds()
     for model, subset in tqdm(fams, desc="test", disable=not progress, leave=False):
         sel = items["model"] == model
         if subset != "all":
@@ -1363,7 +1364,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if not tables:
         raise AuditError("no family has at least two items (data): add items or use family='model'")
     table = pd.concat(tables, ignore_index=True)
-    cpu["tests"] = round(_cpu() - t0, 3)
+    cpu["tests"] = round(cpu_seconds() - t0, 3)
     table, margin_used = decide(table, settings)
     table["side"] = table["perturbation"].map(sides)
     lc = _length_changes(original, conds)
@@ -1421,7 +1422,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "warnings": warn,
         "versions": package_versions(),
         "wall_seconds": round(time.perf_counter() - t_start, 2),
-        "cpu_seconds": {"perturb": made.get("cpu_seconds", {}), **cpu, "total": round(_cpu() - cpu_start, 3)},
+        "cpu_seconds": {"perturb": made.get("cpu_seconds", {}), **cpu, "total": round(cpu_seconds() - cpu_start, 3)},
     }
     result = AuditResult(table.reset_index(drop=True), items, manifest, _texts(original, conds))
     if out is not None:

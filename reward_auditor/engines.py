@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .cache import ScoreCache
+from .resources import cpu_seconds
 
 # %% auto #0
 __all__ = ['PAIR_COLS', 'ENGINES', 'EngineError', 'condition_frames', 'Unit', 'plan_units', 'scorer_recipe', 'build_scorer',
@@ -396,10 +397,12 @@ def meaning_check(name: str, original: pd.DataFrame, frame: pd.DataFrame) -> tup
 
 
 def _perturb_part(part: pd.DataFrame, name: str, seed: int, options: dict):
+    "One part perturbed in a worker → (frame, record, the CPU seconds it took there, finished child processes included)."
     from reward_auditor import perturbations as pt
     os.environ.setdefault("REWARD_AUDITOR_EMBED_THREADS", "1")  # several processes work: one BLAS thread each
+    t0 = cpu_seconds()
     c = pt.perturb(part, [name], seed=seed, **options)[name]
-    return c.frame, c.record
+    return c.frame, c.record, cpu_seconds() - t0
 
 
 class PerturbPool:
@@ -408,6 +411,7 @@ class PerturbPool:
     def __init__(self, workers: int | None = None, min_items: int = 64):
         self.workers = max(1, int(workers or os.cpu_count() or 1))
         self.min_items = int(min_items)
+        self.cpu: dict[str, float] = {}   # CPU seconds the workers spent per perturbation (a run's stage split)
         self._pool = None
 
     def _executors(self) -> list:
@@ -440,6 +444,7 @@ class PerturbPool:
             # the meaning check runs once, here, over all items: one embedder, each distinct text embedded once
             res = self._map([data.iloc[a:b] for a, b in zip(bounds, bounds[1:])], name, seed,
                             {**options, "semantic_check": False} if check else options)
+            self.cpu[name] = self.cpu.get(name, 0.0) + sum(r[2] for r in res)
             frame = pd.concat([r[0] for r in res])
             frame.index = data.index
             record = dict(res[0][1])

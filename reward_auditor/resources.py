@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['PerturbationError', 'MissingResourceError', 'cache_dir']
+__all__ = ['PerturbationError', 'MissingResourceError', 'cpu_seconds', 'cache_dir']
 
 # %% ../nbs/00c_resources.ipynb #63160719
 class PerturbationError(ValueError):
@@ -20,6 +20,12 @@ class PerturbationError(ValueError):
 
 class MissingResourceError(PerturbationError):
     "A perturbation needs a resource (WordNet, apertium, a rewriter) that is not available here."
+
+
+def cpu_seconds() -> float:
+    "CPU seconds of this process and its finished child processes (what a stage of a run is charged)."
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def cache_dir(*parts: str) -> Path:

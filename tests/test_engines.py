@@ -481,6 +481,22 @@ def test_perturb_pool_gives_each_worker_the_same_items_every_time():
         assert m["misses"] > 0 and m["hits"] >= 2 * m["misses"], memo
 
 
+def test_stage_split_charges_the_workers_cpu(monkeypatch):
+    "A perturbation made in worker processes is charged their CPU in the run's stage split, not the parent's alone."
+    from reward_auditor.data import load_preferences
+    from reward_auditor.engines import PerturbPool
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    base = load_preferences("sample")
+    data = pd.concat([base.assign(id=base["id"].astype(str) + f"-{k}") for k in range(2)], ignore_index=True)
+    report = {}
+    with PerturbPool(workers=2, min_items=16) as pool:
+        ra_audit.make_conditions(data, ["EF", "PH"], seed=2, perturber=pool, report=report)
+        workers = dict(pool.cpu)
+    assert set(workers) == {"EF", "PH"} and all(v > 0 for v in workers.values())
+    for name, spent in workers.items():
+        assert report["conditions"][name] == "made" and report["cpu_seconds"][name] >= spent
+
+
 def test_cli_reports_a_failing_unit_as_a_user_error(setup, tmp_path, monkeypatch, capsys):
     "A unit that fails in the user's scorer exits 2 with one line naming the unit and its items (not 'internal error')."
     from reward_auditor import cli
