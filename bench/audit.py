@@ -1,19 +1,21 @@
 """Default audit of n RM-Bench pairs with a control scorer: this tree against a baseline tree, CPU, wall and peak RSS.
 
-Usage: OMP_NUM_THREADS=1 python bench/audit.py --base /tmp/base55 [--n 200] [--permutations 10000]
+Usage: OMP_NUM_THREADS=1 python bench/audit.py --base /tmp/base55 [--n 200] [--permutations 10000] [--repeats 3]
 (the RM-Bench files are read from $REWARD_AUDITOR_SHARED_DATA/rm-bench, else ../shared/data/rm-bench)
 
 Make the baseline tree outside the repository first, e.g. `git archive 55bb319 | tar -x -C /tmp/base55` (the
 previous round's code). Each audit runs in a fresh process of the same interpreter with one torch thread; CPU is
 that process plus its children, peak RSS that process's maximum resident set. Rows:
 
-- `base first`: the baseline's audit (every condition made; its MiniLM check embeds in data order);
+- `base first`: the baseline's audit (every condition made; 55bb319 had no meaning check);
 - `ours first`: this tree's audit with an empty perturbation store;
 - `ours second`: this tree's audit of the same data with another control scorer into another folder (every
   condition from the store: the cost an engineer pays for each further reward model).
 
-The items are those of bench/perturb.py (the four RM-Bench files, concise answers first). Ratios are printed
-against `base first`; the targets are ours first <= 2.5x and ours second <= 1.2x the baseline's first audit.
+With `--repeats K` the two first audits are alternated K times and their medians compared: on a shared
+machine one run's CPU seconds vary by about 10 %. The items are those of bench/perturb.py (the four RM-Bench
+files, concise answers first). Ratios are printed against `base first`; the targets are ours first <= 2.5x
+and ours second <= 1.2x the baseline's first audit.
 """
 import argparse
 import json
@@ -23,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = r"""
@@ -69,25 +73,35 @@ def main():
     ap.add_argument("--base", required=True, help="the baseline tree (e.g. /tmp/base55 from git archive 55bb319)")
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--permutations", type=int, default=10_000)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="first audits of base and ours alternated this many times; medians compared (CPU seconds "
+                         "on a shared machine vary by about 10 %% from run to run)")
     a = ap.parse_args()
+    rows: dict[str, list] = {"base first": [], "ours first": []}
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         sys.path.insert(0, str(REPO / "bench"))
         from perturb import items
         data = d / "items.parquet"
         items(a.n, "rmbench-all").to_parquet(data, index=False)
-        rows = {"base first": run(Path(a.base), "length", data, a.permutations, d / "base", minilm_cache(d / "c0"), "off"),
-                "ours first": run(REPO, "length", data, a.permutations, d / "o1", minilm_cache(d / "c1"), "on")}
-        rows["ours second"] = run(REPO, "overlap", data, a.permutations, d / "o2", d / "c1", "on")
+        for k in range(a.repeats):
+            rows["base first"].append(run(Path(a.base), "length", data, a.permutations, d / f"base{k}",
+                                          minilm_cache(d / f"b{k}"), "off"))
+            rows["ours first"].append(run(REPO, "length", data, a.permutations, d / f"o{k}",
+                                          minilm_cache(d / f"c{k}"), "on"))
+        rows["ours second"] = [run(REPO, "overlap", data, a.permutations, d / "second", d / "c0", "on")]
         shutil.rmtree(d, ignore_errors=True)
-    b = rows["base first"]
-    print(f"default audit, {a.n} RM-Bench pairs, control scorer, B={a.permutations}, one torch thread")
-    print(f"{'run':12s} {'CPU s':>8s} {'wall s':>8s} {'RSS MiB':>8s} {'CPU ratio':>10s} {'RSS ratio':>10s}")
-    for k, r in rows.items():
-        print(f"{k:12s} {r['cpu']:8.1f} {r['wall']:8.1f} {r['rss_mib']:8.0f} {r['cpu'] / b['cpu']:10.2f} "
-              f"{r['rss_mib'] / b['rss_mib']:10.2f}")
+    med = {k: {m: float(np.median([r[m] for r in v])) for m in ("cpu", "wall", "rss_mib")} for k, v in rows.items()}
+    b = med["base first"]
+    print(f"default audit, {a.n} RM-Bench pairs, control scorer, B={a.permutations}, one torch thread, "
+          f"{a.repeats} alternated run(s) of each first audit (medians; CPU range in brackets)")
+    print(f"{'run':12s} {'CPU s':>8s} {'range':>15s} {'wall s':>8s} {'RSS MiB':>8s} {'CPU ratio':>10s} {'RSS ratio':>10s}")
+    for k, m in med.items():
+        cpus = [r["cpu"] for r in rows[k]]
+        print(f"{k:12s} {m['cpu']:8.1f} {f'[{min(cpus):.1f}, {max(cpus):.1f}]':>15s} {m['wall']:8.1f} "
+              f"{m['rss_mib']:8.0f} {m['cpu'] / b['cpu']:10.2f} {m['rss_mib'] / b['rss_mib']:10.2f}")
     for k in ("ours first", "ours second"):
-        print(f"{k}: stages {json.dumps(rows[k]['stages'])}")
+        print(f"{k}: stages {json.dumps(rows[k][-1]['stages'])}")
 
 
 if __name__ == "__main__":
