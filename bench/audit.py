@@ -100,6 +100,9 @@ def main():
         cpus = [r["cpu"] for r in rows[k]]
         print(f"{k:12s} {m['cpu']:8.1f} {f'[{min(cpus):.1f}, {max(cpus):.1f}]':>15s} {m['wall']:8.1f} "
               f"{m['rss_mib']:8.0f} {m['cpu'] / b['cpu']:10.2f} {m['rss_mib'] / b['rss_mib']:10.2f}")
+    paired = [o["cpu"] / b_["cpu"] for b_, o in zip(rows["base first"], rows["ours first"])]
+    print(f"ours first / base first, run by run (each pair run back to back): "
+          f"{', '.join(f'{r:.2f}' for r in paired)}; median {np.median(paired):.2f}")
     for k in ("ours first", "ours second"):
         print(f"{k}: stages {json.dumps(rows[k][-1]['stages'])}")
 
