@@ -425,9 +425,12 @@ def test_unproven_procedure_is_measured_on_clustered_families():
               multiplicity="tsbh")
     m = r.manifest["error_control"]["measured"]
     assert len(m) == 1 and m[0]["clusters"] == {"n_clusters": 12, "pairs": 36} and m[0]["reps"] == 1000
-    # a proven procedure is not simulated at all, clustered or not
+    # a proven procedure is not simulated at all, clustered or not (before, it was simulated and the result dropped)
+    from reward_auditor import multiplicity
+    multiplicity._measure.cache_clear()
     assert audit(load_preferences(_rb2_rows()), ["noise"], ["EF"], permutations=200,
                  progress=False).manifest["error_control"]["measured"] == []
+    assert multiplicity._measure.cache_info().misses == 0
 
 
 def test_a_failing_perturbation_still_stops_the_worker_pool(monkeypatch):
