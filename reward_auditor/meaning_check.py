@@ -76,7 +76,7 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 def gelu(x: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
-    "GELU in its erf form, x·Φ(x) = x·(1 + erf(x/√2))/2, in place on float32 `x`, in cache-sized pieces."
+    "GELU in its erf form, x·Φ(x) = x·(1 + erf(x/√2))/2, on float32 `x` (in place when contiguous), in cache-sized pieces."
     flat = x.reshape(-1)
     for i in range(0, flat.size, chunk):
         part = flat[i:i + chunk]
@@ -84,7 +84,7 @@ def gelu(x: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
         phi += 1
         phi *= 0.5
         part *= phi
-    return x
+    return flat.reshape(x.shape)   # `x` itself when contiguous; a strided `x` was copied by reshape(-1)
 
 
 def attention(qkv: np.ndarray, lengths: np.ndarray, heads: int) -> np.ndarray:
@@ -144,6 +144,7 @@ class SentenceEmbedder:
             raise ValueError(f"{self.folder / 'config.json'}: not the BERT this encoder runs (hidden_act, positions)")
         self.heads, self.eps = cfg["num_attention_heads"], np.float32(cfg["layer_norm_eps"])
         self.tok = minilm_tokenizer(self.folder)
+        self._ids: dict[str, list[int]] = {}     # ids from `lengths`, kept for the batches that follow
         _blas_threads()
         w = load_file(str(self.folder / "model.safetensors"))
         e = "embeddings."
@@ -166,12 +167,19 @@ class SentenceEmbedder:
                 "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])}
 
     def lengths(self, texts: list[str]) -> list[int]:
-        "Token count of each text after the cut at 256 tokens."
-        return [len(x.ids) for x in self.tok.encode_batch(list(texts))]
+        "Token count of each text after the cut at 256 tokens (the ids are kept: `token_ids` takes them, not the tokenizer again)."
+        enc = [x.ids for x in self.tok.encode_batch(list(texts))]
+        self._ids = dict(zip(texts, enc))
+        return [len(t) for t in enc]
 
     def token_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         "Token ids padded with 0 to the longest text of the batch, and the mask of real tokens."
-        enc = [x.ids for x in self.tok.encode_batch(list(texts))]
+        if all(t in self._ids for t in texts):
+            enc = [self._ids[t] for t in texts]
+            for t in texts:
+                self._ids.pop(t, None)
+        else:
+            enc = [x.ids for x in self.tok.encode_batch(list(texts))]
         n = np.array([len(t) for t in enc])
         ids = np.zeros((len(enc), n.max()), np.int64)
         for r, t in enumerate(enc):

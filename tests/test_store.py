@@ -277,6 +277,27 @@ def test_embedder_uses_one_blas_thread_when_the_pools_ask():
     assert r.stdout.split()[-1] == "1"
 
 
+def test_embedder_tokenizes_each_text_once():
+    "`lengths` (for the batches) and `token_ids` (for each batch) share one tokenization; the vectors are unchanged."
+    folder = _minilm().folder
+    emb, seen = P.SentenceEmbedder(folder), []
+
+    class Counting:
+        def __init__(self, tok):
+            self.tok = tok
+
+        def encode_batch(self, texts):
+            seen.extend(texts)
+            return self.tok.encode_batch(texts)
+
+    emb.tok = Counting(emb.tok)
+    texts = ["Kind regards,", "The function returns a list of integers.", "Boil the water.", "Paris. " * 40]
+    v = S.Embeddings("count", lambda: emb, budget=64, store=False).vectors(texts)
+    assert sorted(seen) == sorted(texts)                    # before: every text twice
+    ref = P.SentenceEmbedder(folder)
+    assert np.abs(v - np.concatenate([ref.embed_batch([t]) for t in texts])).max() < 1e-6
+
+
 def test_minilm_id_names_the_encoder():
     "Vectors the transformers encoder stored under the weights' digest alone are never read back."
     folder = _minilm().folder
