@@ -298,10 +298,26 @@ def test_embedder_tokenizes_each_text_once():
     assert np.abs(v - np.concatenate([ref.embed_batch([t]) for t in texts])).max() < 1e-6
 
 
-def test_minilm_id_names_the_encoder():
-    "Vectors the transformers encoder stored under the weights' digest alone are never read back."
+def test_vectors_of_another_encoder_version_are_never_read_back(store_on, monkeypatch):
+    """A vector stored by an older encoder (same weights, other `MINILM_ENCODER`) is missed and made again; one
+    stored under the current identity is read back (so the store is consulted, only not across encoders)."""
+    from reward_auditor import meaning_check
     folder = _minilm().folder
-    assert P.MINILM_ENCODER in P.minilm_id(folder)
+    current, encoder = P.minilm_id(folder), meaning_check.MINILM_ENCODER
+    monkeypatch.setattr(meaning_check, "MINILM_ENCODER", "numpy-bert/2")
+    older = P.minilm_id(folder)
+    monkeypatch.setattr(meaning_check, "MINILM_ENCODER", encoder)
+    assert older != current and P.MINILM_ENCODER in current
+    wrong = np.eye(1, 384, dtype=np.float32)                    # a unit vector no text embeds to
+    db = S.EmbeddingStore(S.store_root() / "embeddings.sqlite")
+    db.put(older, ["Kind regards,"], wrong)
+    db.put(current, ["Boil the water."], wrong)
+    S._EMBEDDINGS.clear()
+    emb = P.semantic_embeddings()
+    v = emb.vectors(["Kind regards,", "Boil the water."])
+    assert emb.stats["computed"] == 1 and emb.stats["from_store"] == 1
+    assert np.abs(v[0] - wrong[0]).max() > 0.1 and np.array_equal(v[1], wrong[0])
+    S._EMBEDDINGS.clear()
 
 
 def test_release_collects_only_when_a_model_was_loaded(monkeypatch):
