@@ -262,7 +262,7 @@ def semantic_embeddings():
         return None
     return store.embeddings(minilm_id(folder), lambda: SentenceEmbedder(folder), budget=EMBED_TOKEN_BUDGET)
 
-
+# %% ../nbs/04b_meaning_check.ipynb #fb687415
 _MD_HEADING = re.compile(r"(?m)^[ \t]*#{1,6}[ \t].*$")
 _MD_MARK = re.compile(r"(?m)^[ \t]*(?:[-*+]|\d+[.)])[ \t]+|\*\*|__|^[ \t]*>[ \t]?")
 
