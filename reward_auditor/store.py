@@ -248,12 +248,8 @@ def embeddings(model_id: str, load: Callable[[], object], **kw) -> Embeddings:
 
 def release_embedders(forget: bool = True) -> None:
     "Release every embedding model this process loaded (and, with `forget`, the vectors held in memory)."
-    loaded = any(e._model is not None for e in _EMBEDDINGS.values())
-    for e in _EMBEDDINGS.values():
+    for e in _EMBEDDINGS.values():  # the numpy encoder holds no reference cycle: its arrays go when released
         e.forget() if forget else e.release()
-    if loaded:                     # a model's graph of tensors: collect it now (a full collection costs ~0.2 s)
-        import gc
-        gc.collect()
 
 
 def embedding_stats() -> dict:
