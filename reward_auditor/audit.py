@@ -1344,6 +1344,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     items["cluster"] = item_cluster_codes(clusters, items["id"])   # the unit of independence, for compare/calibration
     truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
     style_matrix = {sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
+    if store is not None and store is not cache:   # the run's own file, opened here: closed now, its journal folded in
+        store.close()
     rb2 = rewardbench2_headline(original, items, seed=settings.seed)
 
     groups = {n: getattr(c, "group", "other") for n, c in conds.items()}

@@ -462,3 +462,11 @@ def test_versions_name_the_meaning_checks_tokenizer_when_it_ran():
     from reward_auditor.audit import package_versions
     from importlib.metadata import version
     assert package_versions()["tokenizers"] == version("tokenizers")
+
+
+def test_audit_closes_the_score_cache_it_opened(tmp_path):
+    "The run folder's scores.sqlite is closed when the audit returns: no journal left beside it, nothing held open."
+    from reward_auditor.data import load_sample
+    audit(load_sample().head(12), "length", ["EF"], permutations=200, out=tmp_path / "run", progress=False)
+    assert (tmp_path / "run" / "scores.sqlite").exists()
+    assert not (tmp_path / "run" / "scores.sqlite-wal").exists()
