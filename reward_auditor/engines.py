@@ -307,20 +307,21 @@ class RayEngine(Engine):
                      runtime_env={"env_vars": {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}})
         return ray
 
-    def _actors(self, ray, scorer, n: int) -> list:
-        "n actors building the scorer from one copy of its recipe in the object store; Ray restarts one that dies."
+    def _actors(self, ray, scorer, n: int) -> tuple:
+        "(recipe ref, n actors) building the scorer from one copy of its recipe in the object store; Ray restarts one that dies."
         cls = ray.remote(num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker, max_restarts=3,
                          max_task_retries=3)(_UnitActor)
         recipe = ray.put(scorer_recipe(scorer))
         device = None if self.gpus_per_worker > 0 else "cpu"
-        return [cls.remote(recipe, device) for _ in range(n)]
+        return recipe, [cls.remote(recipe, device) for _ in range(n)]
 
     def _execute(self, scorer, units):
         if not units:
             return
         ray = self._connect()
         queue = list(reversed(units))                      # popped from the end: the planned order
-        actors = self._actors(ray, scorer, min(self.workers, len(units)))
+        # the recipe's ref is held until the fill ends: an actor Ray restarts builds its scorer from it again
+        recipe, actors = self._actors(ray, scorer, min(self.workers, len(units)))
         pending = {}
 
         def hand(actor):

@@ -494,7 +494,7 @@ def test_stage_split_charges_the_workers_cpu(monkeypatch):
         workers = dict(pool.cpu)
     assert set(workers) == {"EF", "PH"} and all(v > 0 for v in workers.values())
     for name, spent in workers.items():
-        assert report["conditions"][name] == "made" and report["cpu_seconds"][name] >= spent
+        assert report["conditions"][name] == "made" and report["cpu_seconds"][name] >= spent - 5e-4   # rounded to ms
 
 
 def test_cli_reports_a_failing_unit_as_a_user_error(setup, tmp_path, monkeypatch, capsys):
