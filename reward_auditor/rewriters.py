@@ -26,11 +26,11 @@ from .guards import (DeadlineExceeded, RedirectRefused, ResponseTooLarge, http_e
 from .resources import MissingResourceError, cache_dir
 
 # %% auto #0
-__all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'APERTIUM_CHUNK', 'APERTIUM_STREAM', 'PLAIN_PROMPT', 'CHAT_LAYOUT',
-           'RewriterError', 'Rewriter', 'instruction', 'rewrite_key', 'RewriteCache', 'CachedRewriter', 'EchoRewriter',
-           'apertium_chunks', 'apertium_versions', 'apertium_deformat', 'apertium_reformat', 'apertium_pipeline',
-           'ApertiumTranslator', 'apertium_translator', 'model_fingerprint', 'template_fingerprint',
-           'TransformersRewriter', 'OpenAIRewriter']
+__all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'APERTIUM_CHUNK', 'APERTIUM_MIN_CHUNK', 'APERTIUM_STREAM', 'PLAIN_PROMPT',
+           'CHAT_LAYOUT', 'RewriterError', 'Rewriter', 'instruction', 'rewrite_key', 'RewriteCache', 'CachedRewriter',
+           'EchoRewriter', 'apertium_chunks', 'apertium_versions', 'apertium_deformat', 'apertium_reformat',
+           'apertium_pipeline', 'ApertiumTranslator', 'apertium_translator', 'model_fingerprint',
+           'template_fingerprint', 'TransformersRewriter', 'OpenAIRewriter']
 
 # %% ../nbs/04c_rewriters.ipynb #6fd80ac5
 class RewriterError(RuntimeError):
@@ -179,13 +179,15 @@ class EchoRewriter(CachedRewriter):
 
 # %% ../nbs/04c_rewriters.ipynb #dd50112e
 APERTIUM_INSTALL = "apt-get install apertium apertium-eng-spa"
-APERTIUM_CHUNK = 1500       # segments per pipeline run (a unit of parallel work; the bytes do not depend on it)
+APERTIUM_CHUNK = 6000       # most segments per pipeline run (a unit of parallel work; the bytes do not depend on it)
+APERTIUM_MIN_CHUNK = 1000   # fewest segments worth a run of their own: a start costs as much CPU as ~300 segments
 APERTIUM_STREAM = "isolated-1"  # how segments are framed; part of the settings, so older translations are not reused
 
 
-def apertium_chunks(n: int, chunk: int = APERTIUM_CHUNK, split: int | None = None) -> list[tuple[int, int]]:
-    "Bounds of the chunks of a batch of n segments: fixed `chunk` sizes, or `split` equal ones (≤ chunk)."
-    size = chunk if split is None else max(1, min(chunk, -(-n // max(1, int(split)))))
+def apertium_chunks(n: int, chunk: int = APERTIUM_CHUNK, split: int | None = None, jobs: int = 1) -> list[tuple[int, int]]:
+    "Bounds of n segments cut into equal chunks of at most `chunk`: as few as that allows, or one per job while each keeps `APERTIUM_MIN_CHUNK` (`split`: that many)."
+    k = split if split is not None else max(-(-n // chunk), min(jobs, n // APERTIUM_MIN_CHUNK))
+    size = max(1, min(chunk, -(-n // max(1, int(k)))))
     return [(i, min(i + size, n)) for i in range(0, n, size)]
 
 
@@ -341,7 +343,7 @@ class ApertiumTranslator(CachedRewriter):
 
     def _generate(self, texts, instruction):
         lines = [" ".join(t.replace("\0", " ").split("\n")) for t in texts]
-        bounds = apertium_chunks(len(lines), self.chunk, self.split)
+        bounds = apertium_chunks(len(lines), self.chunk, self.split, self.jobs)
         with ThreadPoolExecutor(max(1, min(self.jobs, len(bounds)))) as ex:
             parts = list(ex.map(lambda b: self._run(lines[b[0]:b[1]]), bounds))
         return [line for part in parts for line in part]
