@@ -38,12 +38,12 @@ from . import store as ra_store
 __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'STEP_SCORE_COLUMNS',
            'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME',
            'BELOW_CHANCE_NOTE', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key',
-           'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers', 'score_conditions',
-           'item_clusters', 'item_cluster_codes', 'family_seed', 'differences', 'family_table', 'decide',
-           'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult', 'package_versions',
-           'error_control', 'too_few_to_test', 'detectability_warnings', 'change_stats', 'truncation_counts',
-           'truncation_table', 'truncation_warnings', 'style_matrices', 'rewardbench2_headline', 'recorded_reports',
-           'record_reports', 'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
+           'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers', 'scorers_device',
+           'score_conditions', 'item_clusters', 'item_cluster_codes', 'family_seed', 'differences', 'family_table',
+           'decide', 'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult',
+           'package_versions', 'error_control', 'too_few_to_test', 'detectability_warnings', 'change_stats',
+           'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices', 'rewardbench2_headline',
+           'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
 
 # %% ../nbs/08b_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -167,11 +167,11 @@ def _jsonable(x):
 
 
 def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping,
-                   semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT) -> str:
+                   semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, embed_device: str | None = None) -> str:
     "What a stored condition depends on: the data, the perturbation and its version, the seed and options."
     p = ra_perturbations.registry[name]
     blob = json.dumps([data_fingerprint(data), name, str(getattr(p, "version", ""))
-                       + ra_perturbations.semantic_key(name, semantic_check), int(seed),
+                       + ra_perturbations.semantic_key(name, semantic_check, embed_device), int(seed),
                        {k: repr(v) for k, v in sorted(options.items())}])
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -185,7 +185,7 @@ def _storable(name: str, options: Mapping) -> bool:
 
 
 def store_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, turns: str = "final",
-              semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT) -> str | None:
+              semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, embed_device: str | None = None) -> str | None:
     """The content key of a condition in the cross-run store: items' texts, perturbation, version and options, seed,
     meaning check, backends' versions and rewriter identity (None when the condition cannot be stored)."""
     pt = ra_perturbations
@@ -198,7 +198,8 @@ def store_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, turns:
     except pt.MissingResourceError:
         return None
     return ra_store.digest("condition", data_fingerprint(data), name, str(p.version), p.variant, int(seed),
-                           pt._jsonable(kw), turns, pt.semantic_key(name, semantic_check), _jsonable(resources))
+                           pt._jsonable(kw), turns, pt.semantic_key(name, semantic_check, embed_device),
+                           _jsonable(resources))
 
 
 def _fields(side: str, turns: str, frame: pd.DataFrame) -> list[str]:
@@ -271,12 +272,13 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
                     on_unavailable: str = "skip", progress: bool = False, store: str | Path | None = None,
                     workers: int | None = None, turns: str = "final", perturber: Any = None,
                     semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, report: dict | None = None,
-                    **options) -> tuple[dict, dict[str, str]]:
+                    embed_device: str | None = None, **options) -> tuple[dict, dict[str, str]]:
     """Build the perturbed conditions one perturbation at a time → ({name: Condition}, {skipped name: reason}).
 
     A condition comes from the run folder's `store` (a resumed run), else from the cross-run store in the user
     cache, else it is made (and put in both). `report`, when given, is filled with where each came from, the
-    CPU seconds each took and the meaning check's embedding counts."""
+    CPU seconds each took and the meaning check's embedding counts. `embed_device` (e.g. the scorers' GPU): where the
+    meaning check embeds, with torch; None, the numpy encoder on the CPU."""
     from tqdm import tqdm
     pt = ra_perturbations
     conds, skipped = {}, {}
@@ -293,17 +295,20 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
     emb0 = ra_store.embedding_stats()
     turn_kw = {"turns": turns} if turns != "final" else {}
     check_kw = {} if semantic_check == pt.SEMANTIC_CHECK_DEFAULT else {"semantic_check": bool(semantic_check)}
+    if embed_device is not None:
+        check_kw["embed_device"] = str(embed_device)
     try:
         for name in tqdm(names, desc="perturb", disable=not progress, leave=False):
             t0 = cpu_seconds()
             # each perturbation gets the options it takes (a rewriter goes to the *-model variants only)
             options = {k: v for k, v in all_options.items() if k in pt.registry[name].defaults}
-            key = _condition_key(data, name, seed, {**options, **turn_kw}, semantic_check) if store is not None else None
+            key = (_condition_key(data, name, seed, {**options, **turn_kw}, semantic_check, embed_device)
+                   if store is not None else None)
             if store is not None and (c := _load_condition(Path(store), name, key)) is not None:
                 conds[name], source[name] = c, "run folder"  # made by an earlier run with the same data, seed and options
                 cpu[name] = round(cpu_seconds() - t0, 3)
                 continue
-            skey = store_key(data, name, seed, options, turns, semantic_check)
+            skey = store_key(data, name, seed, options, turns, semantic_check, embed_device)
             if skey is not None and (c := _from_store(skey, data, name, turns)) is not None:
                 conds[name], source[name] = c, "store"
                 if store is not None:
@@ -421,6 +426,15 @@ def resolve_scorers(scorers: Any) -> list:
     if scorers is None:
         raise AuditError("no scorer given (scorers): pass e.g. 'overlap', a model directory or a callable")
     return ra_specs.scorers_from(scorers)  # one rule for the forms and for two scorers with one name
+
+
+def scorers_device(scorers: list) -> str | None:
+    "The accelerator the audit's scorers run on (`cuda`, `cuda:1`, `mps`): the meaning check embeds there too; None: the CPU."
+    for sc in scorers:
+        d = getattr(sc, "device", None)
+        if d is not None and str(d).split(":")[0] in ("cuda", "mps"):
+            return str(d)
+    return None
 
 
 def _open_cache(cache: Any, out: str | Path | None):
@@ -1310,6 +1324,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                                          store=None if out is None else Path(out) / "conditions",
                                          workers=perturb_workers, turns=perturb_turns, perturber=perturber,
                                          semantic_check=semantic_check, report=made,
+                                         embed_device=None if engine is not None else scorers_device(scorer_objs),
                                          **(perturb_options or {}))
     finally:
         if perturber is not None:

@@ -379,7 +379,8 @@ def splittable(p) -> bool:
     return getattr(p, "splittable", True)
 
 
-def meaning_check(name: str, original: pd.DataFrame, frame: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+def meaning_check(name: str, original: pd.DataFrame, frame: pd.DataFrame,
+                  device: str | None = None) -> tuple[pd.DataFrame, dict]:
     "The meaning check of a response perturbation applied to its whole frame → (frame, record), as `perturb` does."
     import numpy as np
     from reward_auditor import perturbations as pt
@@ -387,7 +388,7 @@ def meaning_check(name: str, original: pd.DataFrame, frame: pd.DataFrame) -> tup
     changed, size, sem = np.zeros(len(frame), bool), np.zeros(len(frame), int), {}
     for f in ("chosen", "rejected"):
         before = original[f].tolist()
-        after, checked = pt.semantic_filter(name, before, frame[f].tolist())
+        after, checked = pt.semantic_filter(name, before, frame[f].tolist(), device)
         for k, v in checked.items():
             sem[k] = sem.get(k, 0) + v if isinstance(v, int) else v
         frame[f] = after
@@ -450,7 +451,8 @@ class PerturbPool:
             frame.index = data.index
             record = dict(res[0][1])
             if check:
-                frame, record["semantic_check"] = meaning_check(name, pt._as_frame(data), frame)
+                frame, record["semantic_check"] = meaning_check(name, pt._as_frame(data), frame,
+                                                                options.get("embed_device"))
             record.update(n=len(data), n_changed=int(frame["changed"].sum()))
             out[name] = pt.Condition(name, p.side, p.group, frame, record, original=pt._as_frame(data))
         return out

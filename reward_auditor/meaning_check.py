@@ -19,15 +19,17 @@ from .guards import unpack_zip_once
 from .resources import cache_dir
 
 # %% auto #0
-__all__ = ['SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'SEMANTIC_OFF', 'SEMANTIC_CHECK_DEFAULT',
-           'MINILM_ENCODER', 'MINILM_MAX_TOKENS', 'layer_norm', 'erf', 'gelu', 'attention', 'minilm_tokenizer',
-           'SentenceEmbedder', 'minilm_folder', 'minilm_id', 'sentence_embedder', 'semantic_embeddings', 'plain_text',
+__all__ = ['SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'EMBED_DEVICE_BUDGET', 'SEMANTIC_OFF',
+           'SEMANTIC_CHECK_DEFAULT', 'MINILM_ENCODER', 'MINILM_MAX_TOKENS', 'TORCH_ENCODER', 'layer_norm', 'erf',
+           'gelu', 'attention', 'minilm_tokenizer', 'MiniLMTokens', 'SentenceEmbedder', 'minilm_folder', 'minilm_id',
+           'sentence_embedder', 'semantic_embeddings', 'device_name', 'TorchSentenceEmbedder', 'plain_text',
            'semantic_key', 'same_tokens', 'semantic_filter']
 
 # %% ../nbs/04b_meaning_check.ipynb #2bb201ce
 SEMANTIC_THRESHOLDS = {"ST": 0.80, "SP": 0.75, "SP-model": 0.75}  # SP: compared without its Markdown layout
 SEMANTIC_PACKAGE = "all_minilm_l6_v2"
 EMBED_TOKEN_BUDGET = 2048   # padded tokens per batch of the meaning check (sorted by length; bench/perturb.py --embed-budgets)
+EMBED_DEVICE_BUDGET = 16384  # the same on an accelerator, where a larger batch costs no more per token
 SEMANTIC_OFF = "semantic check off: the rewrites were not checked for a change of meaning"
 SEMANTIC_CHECK_DEFAULT = True  # the meaning check runs unless switched off (--semantic-check off)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -134,37 +136,12 @@ def minilm_tokenizer(folder: Path):
     return tok
 
 
-class SentenceEmbedder:
-    "all-MiniLM-L6-v2 in numpy: BERT's six layers on the safetensors weights, mean-pooled over real tokens, unit length."
+class MiniLMTokens:
+    "What both encoders share: the folder, its tokenizer, and token ids counted once and then batched."
     def __init__(self, folder: Path):
-        from safetensors.numpy import load_file
         self.folder = Path(folder)
-        cfg = json.loads((self.folder / "config.json").read_text())
-        if cfg.get("hidden_act") != "gelu" or cfg.get("position_embedding_type", "absolute") != "absolute":
-            raise ValueError(f"{self.folder / 'config.json'}: not the BERT this encoder runs (hidden_act, positions)")
-        self.heads, self.eps = cfg["num_attention_heads"], np.float32(cfg["layer_norm_eps"])
         self.tok = minilm_tokenizer(self.folder)
         self._ids: dict[str, list[int]] = {}     # ids from `lengths`, kept for the batches that follow
-        _blas_threads()
-        w = load_file(str(self.folder / "model.safetensors"))
-        e = "embeddings."
-        self.word, self.pos = w[e + "word_embeddings.weight"], w[e + "position_embeddings.weight"]
-        self.type0 = w[e + "token_type_embeddings.weight"][0]
-        self.embed_ln = w[e + "LayerNorm.weight"], w[e + "LayerNorm.bias"]
-        self.layers = [self._layer(w, f"encoder.layer.{i}.") for i in range(cfg["num_hidden_layers"])]
-        self.model_id = minilm_id(self.folder)
-
-    @staticmethod
-    def _layer(w: dict, p: str) -> dict:
-        "One layer's weights (torch's Linear layout: out × in), Q, K and V stacked into one matrix."
-        a = p + "attention."
-        return {"qkv": np.concatenate([w[f"{a}self.{n}.weight"] for n in ("query", "key", "value")]),
-                "qkv_b": np.concatenate([w[f"{a}self.{n}.bias"] for n in ("query", "key", "value")]),
-                "out": w[a + "output.dense.weight"], "out_b": w[a + "output.dense.bias"],
-                "ln1": (w[a + "output.LayerNorm.weight"], w[a + "output.LayerNorm.bias"]),
-                "up": w[p + "intermediate.dense.weight"], "up_b": w[p + "intermediate.dense.bias"],
-                "down": w[p + "output.dense.weight"], "down_b": w[p + "output.dense.bias"],
-                "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])}
 
     def lengths(self, texts: list[str]) -> list[int]:
         "Token count of each text after the cut at 256 tokens (the ids are kept: `token_ids` takes them, not the tokenizer again)."
@@ -185,6 +162,37 @@ class SentenceEmbedder:
         for r, t in enumerate(enc):
             ids[r, :len(t)] = t
         return ids, np.arange(ids.shape[1]) < n[:, None]
+
+
+class SentenceEmbedder(MiniLMTokens):
+    "all-MiniLM-L6-v2 in numpy: BERT's six layers on the safetensors weights, mean-pooled over real tokens, unit length."
+    def __init__(self, folder: Path):
+        from safetensors.numpy import load_file
+        super().__init__(folder)
+        cfg = json.loads((self.folder / "config.json").read_text())
+        if cfg.get("hidden_act") != "gelu" or cfg.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(f"{self.folder / 'config.json'}: not the BERT this encoder runs (hidden_act, positions)")
+        self.heads, self.eps = cfg["num_attention_heads"], np.float32(cfg["layer_norm_eps"])
+        _blas_threads()
+        w = load_file(str(self.folder / "model.safetensors"))
+        e = "embeddings."
+        self.word, self.pos = w[e + "word_embeddings.weight"], w[e + "position_embeddings.weight"]
+        self.type0 = w[e + "token_type_embeddings.weight"][0]
+        self.embed_ln = w[e + "LayerNorm.weight"], w[e + "LayerNorm.bias"]
+        self.layers = [self._layer(w, f"encoder.layer.{i}.") for i in range(cfg["num_hidden_layers"])]
+        self.model_id = minilm_id(self.folder)
+
+    @staticmethod
+    def _layer(w: dict, p: str) -> dict:
+        "One layer's weights (torch's Linear layout: out × in), Q, K and V stacked into one matrix."
+        a = p + "attention."
+        return {"qkv": np.concatenate([w[f"{a}self.{n}.weight"] for n in ("query", "key", "value")]),
+                "qkv_b": np.concatenate([w[f"{a}self.{n}.bias"] for n in ("query", "key", "value")]),
+                "out": w[a + "output.dense.weight"], "out_b": w[a + "output.dense.bias"],
+                "ln1": (w[a + "output.LayerNorm.weight"], w[a + "output.LayerNorm.bias"]),
+                "up": w[p + "intermediate.dense.weight"], "up_b": w[p + "intermediate.dense.bias"],
+                "down": w[p + "output.dense.weight"], "down_b": w[p + "output.dense.bias"],
+                "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])}
 
     def layer(self, x: np.ndarray, lengths: np.ndarray, p: dict) -> np.ndarray:
         "One encoder layer on packed real tokens: attention → dense + residual → LayerNorm, GELU feed-forward + residual → LayerNorm."
@@ -241,10 +249,11 @@ def minilm_folder() -> Path | None:
     return dest
 
 
-def minilm_id(folder: Path) -> str:
-    "The embedder's identity: name, encoder and the sha256 of its weights (hashed once, then remembered)."
+def minilm_id(folder: Path, device: str | None = None) -> str:
+    "The embedder's identity: name, encoder (with `device`: the torch one there) and the sha256 of its weights (hashed once, then remembered)."
     from reward_auditor.store import file_digest
-    return f"all-MiniLM-L6-v2 {MINILM_ENCODER} (sha256 {file_digest(Path(folder) / 'model.safetensors')[:16]})"
+    enc = MINILM_ENCODER if device is None else f"{TORCH_ENCODER} {device_name(device)}"
+    return f"all-MiniLM-L6-v2 {enc} (sha256 {file_digest(Path(folder) / 'model.safetensors')[:16]})"
 
 
 @lru_cache(maxsize=1)
@@ -254,13 +263,54 @@ def sentence_embedder() -> SentenceEmbedder | None:
     return None if folder is None else SentenceEmbedder(folder)
 
 
-def semantic_embeddings():
-    "The shared `store.Embeddings` of all-MiniLM-L6-v2 (loaded only when a text is missing), or None without it."
+def semantic_embeddings(device: str | None = None):
+    "The shared `store.Embeddings` of all-MiniLM-L6-v2 (loaded only when a text is missing; numpy, or torch on `device`), or None without it."
     from reward_auditor import store
     folder = minilm_folder()
     if folder is None:
         return None
-    return store.embeddings(minilm_id(folder), lambda: SentenceEmbedder(folder), budget=EMBED_TOKEN_BUDGET)
+    if device is None:
+        return store.embeddings(minilm_id(folder), lambda: SentenceEmbedder(folder), budget=EMBED_TOKEN_BUDGET)
+    return store.embeddings(minilm_id(folder, device), lambda: TorchSentenceEmbedder(folder, device),
+                            budget=EMBED_DEVICE_BUDGET)
+
+# %% ../nbs/04b_meaning_check.ipynb #6e1f7d2b
+TORCH_ENCODER = "transformers-bert/1"   # the encoder on an accelerator (in `minilm_id`, with torch's version and the device)
+
+
+def device_name(device: str) -> str:
+    "The device as the embedder's identity names it: torch's version and the GPU's model (`cuda:1` → `torch 2.x NVIDIA H200`)."
+    import torch
+    d = torch.device(device)
+    name = torch.cuda.get_device_name(d) if d.type == "cuda" else d.type
+    return f"torch {torch.__version__.split('+')[0]} {name}"
+
+
+class TorchSentenceEmbedder(MiniLMTokens):
+    "all-MiniLM-L6-v2 as transformers' `BertModel` on a torch `device`, float32 at full precision, mean-pooled, unit length."
+    def __init__(self, folder: Path, device: str):
+        import torch
+        from transformers import BertModel
+        super().__init__(folder)
+        self.device, self._torch = str(device), torch
+        self.model = BertModel.from_pretrained(str(self.folder), use_safetensors=True,
+                                               dtype=torch.float32).to(self.device).eval()
+        self.model_id = minilm_id(self.folder, self.device)
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        "One unit vector per text of one batch, computed on the device (TF32 off) and returned as float32 numpy."
+        torch = self._torch
+        ids, mask = (torch.from_numpy(a).to(self.device) for a in self.token_ids(texts))
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")        # no TF32: the products in full float32
+        try:
+            with torch.inference_mode():
+                h = self.model(input_ids=ids, attention_mask=mask.long()).last_hidden_state
+                m = mask.unsqueeze(-1).to(h.dtype)
+                v = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1, eps=1e-12)
+        finally:
+            torch.set_float32_matmul_precision(before)
+        return v.cpu().numpy()
 
 # %% ../nbs/04b_meaning_check.ipynb #fb687415
 _MD_HEADING = re.compile(r"(?m)^[ \t]*#{1,6}[ \t].*$")
@@ -273,14 +323,14 @@ def plain_text(text: str) -> str:
     return re.sub(r"\n\s*\n+", "\n", t).strip()
 
 
-def semantic_key(name: str, check: bool = True) -> str:
-    "What the semantic check of `name` depends on (for stored conditions): threshold, embedder identity, on or off."
+def semantic_key(name: str, check: bool = True, device: str | None = None) -> str:
+    "What the semantic check of `name` depends on (for stored conditions): threshold, embedder identity (and device), on or off."
     if name not in SEMANTIC_THRESHOLDS:
         return ""
     if not check:
         return "off"
     folder = minilm_folder()
-    return f"{SEMANTIC_THRESHOLDS[name]}:{None if folder is None else minilm_id(folder)}"
+    return f"{SEMANTIC_THRESHOLDS[name]}:{None if folder is None else minilm_id(folder, device)}"
 
 
 def _pieces(before: str, after: str) -> list[tuple[str, str]]:
@@ -297,13 +347,13 @@ def same_tokens(folder: Path, before: list[str], after: list[str]) -> np.ndarray
     return np.array([x.ids == y.ids for x, y in zip(tok.encode_batch(before), tok.encode_batch(after))], bool)
 
 
-def semantic_filter(name: str, before: list[str], after: list[str]) -> tuple[list[str], dict]:
-    "Undo rewrites whose embedding similarity to the original falls below the threshold → (texts, record)."
+def semantic_filter(name: str, before: list[str], after: list[str], device: str | None = None) -> tuple[list[str], dict]:
+    "Undo rewrites whose embedding similarity to the original falls below the threshold → (texts, record); `device`: embed there with torch."
     folder = minilm_folder()
     thr = SEMANTIC_THRESHOLDS[name]
     if folder is None:
         return after, {"backend": None, "note": "semantic check not run: pip install 'reward-auditor[semantic]'"}
-    emb = semantic_embeddings()
+    emb = semantic_embeddings(device)
     todo = [i for i, (x, y) in enumerate(zip(before, after)) if x != y]
     view = plain_text if name.startswith("SP") else (lambda t: t)  # a layout change is not a change of meaning
     pairs = [(i, x, y) for i in todo for x, y in _pieces(view(before[i]), view(after[i])) if x != y]

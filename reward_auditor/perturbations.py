@@ -442,8 +442,9 @@ def _perturb_history(p, name: str, seed: int, ids: list, df: pd.DataFrame, kw: d
 
 
 def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, turns: str = "final",
-            semantic_check: bool = SEMANTIC_CHECK_DEFAULT, **options) -> dict[str, Condition]:
-    "One `Condition` per perturbation name: perturbed copies of `data` with per-item change records."
+            semantic_check: bool = SEMANTIC_CHECK_DEFAULT, embed_device: str | None = None,
+            **options) -> dict[str, Condition]:
+    "One `Condition` per perturbation name: perturbed copies of `data` with per-item change records (`embed_device`: where the meaning check embeds, default the CPU)."
     if turns not in ("final", "all"):
         raise PerturbationError(f"turns must be 'final' (the last user turn) or 'all' (every user turn), not {turns!r}")
     df = _as_frame(data)
@@ -474,7 +475,7 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, tur
             if name in SEMANTIC_THRESHOLDS and not semantic_check:
                 sem = {"backend": None, "note": SEMANTIC_OFF}
             elif name in SEMANTIC_THRESHOLDS:  # a rewrite that changes the meaning is undone and counted
-                after, checked = semantic_filter(name, before, after)
+                after, checked = semantic_filter(name, before, after, embed_device)
                 for k2, v2 in checked.items():
                     sem[k2] = sem.get(k2, 0) + v2 if isinstance(v2, int) else v2
                 if stepped:  # an undone rewrite undoes its steps too

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, shared_file
+from reward_auditor import meaning_check as MC
 from reward_auditor import perturbations as P
 from reward_auditor import store as S
 from reward_auditor.data import load_preferences, load_sample
@@ -75,6 +76,7 @@ def _check_against_fixed_batches(frame, monkeypatch):
     monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
     ours = _minilm()
     old = TransformersMiniLM(ours.folder)
+    S._EMBEDDINGS.clear()
     for name in ("ST", "SP"):
         p = P.registry[name]
         for f in ("chosen", "rejected"):
@@ -100,6 +102,12 @@ def _check_against_fixed_batches(frame, monkeypatch):
             kept, _ = P.semantic_filter(name, before, after)       # the shipped path decides the same
             assert kept == [b if i in {j for j, s in worst_old.items() if s < thr} else a
                             for i, (b, a) in enumerate(zip(before, after))]
+            # the device path (torch on the audit's accelerator), here on the CPU: the same similarities and verdicts
+            dev = S.Embeddings("device", lambda: MC.TorchSentenceEmbedder(ours.folder, "cpu"),
+                               budget=MC.EMBED_DEVICE_BUDGET, store=False)
+            v = dev.vectors(xs + ys)
+            assert np.abs((v[:len(xs)] * v[len(xs):]).sum(1) - sim_old).max() < 1e-6, (name, f)
+            assert P.semantic_filter(name, before, after, "cpu")[0] == kept
 
 
 def test_shared_embeddings_match_fixed_batches_on_the_sample(monkeypatch):
@@ -196,6 +204,41 @@ def test_corrupt_store_entry_is_made_again(store_on, tmp_path):
     rep4 = {}
     make_conditions(data, ["PH"], seed=4, report=rep4)                 # another seed is another condition
     assert rep4["conditions"] == {"PH": "made"}
+
+
+def test_the_device_path_keeps_its_conditions_apart(store_on, monkeypatch):
+    """The meaning check on the scorers' accelerator (torch; here forced onto the CPU) keeps and restores what the
+    numpy encoder does, but its vectors are other bytes: the store keys its conditions and vectors apart."""
+    from reward_auditor.audit import make_conditions
+    _minilm()
+    pytest.importorskip("transformers", reason="the device path runs transformers' BertModel")
+    data = load_sample().head(20)
+    rep = [{}, {}, {}]
+    dev, _ = make_conditions(data, ["ST"], seed=0, embed_device="cpu", report=rep[0])
+    cpu, _ = make_conditions(data, ["ST"], seed=0, report=rep[1])
+    again, _ = make_conditions(data, ["ST"], seed=0, embed_device="cpu", report=rep[2])
+    assert [r["conditions"]["ST"] for r in rep] == ["made", "made", "store"]
+    assert rep[0]["embeddings"]["computed"] > 0 and rep[1]["embeddings"]["computed"] > 0
+    assert rep[2]["embeddings"]["computed"] == 0
+    backends = [c["ST"].record["semantic_check"]["backend"] for c in (dev, cpu, again)]
+    assert "transformers-bert/1 torch" in backends[0] and backends[0] == backends[2] and "numpy-bert" in backends[1]
+    pd.testing.assert_frame_equal(dev["ST"].frame, cpu["ST"].frame, check_exact=True)   # the same verdicts
+    assert {k: v for k, v in dev["ST"].record["semantic_check"].items() if k != "backend"} == \
+        {k: v for k, v in cpu["ST"].record["semantic_check"].items() if k != "backend"}
+
+
+def test_audit_embeds_on_its_scorers_accelerator(store_on, monkeypatch, tmp_path):
+    "The audit hands the meaning check its scorers' device (a GPU there; the CPU stands in for it here)."
+    import reward_auditor.audit as A
+    _minilm()
+    pytest.importorskip("transformers", reason="the device path runs transformers' BertModel")
+    Dev = type("Dev", (), {})
+    gpu, cpu = Dev(), Dev()
+    gpu.device, cpu.device = "cuda:1", "cpu"
+    assert A.scorers_device([cpu, gpu]) == "cuda:1" and A.scorers_device([cpu, object()]) is None
+    monkeypatch.setattr(A, "scorers_device", lambda scorers: "cpu")
+    r = A.audit(load_sample().head(12), "length", ["ST", "EF"], permutations=100, out=tmp_path / "run", progress=False)
+    assert "transformers-bert/1 torch" in r.manifest["perturbations"]["ST"]["semantic_check"]["backend"]
 
 
 def test_rewrite_pack_round_trips_bitwise(tmp_path):
