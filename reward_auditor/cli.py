@@ -532,6 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which user turns prompt-side perturbations change: the final one (default) or every one")
     q.add_argument("--semantic-check", choices=["on", "off"], default="on",
                    help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on)")
+    q.add_argument("--semantic-device", default=None, metavar="DEVICE",
+                   help="run that check's MiniLM with torch on this device (cuda, cuda:N, mps); default: numpy on "
+                        "the CPU. An audit embeds on its reward model's GPU by itself")
     q.add_argument("--columns", type=_columns, default=None, metavar="FIELD=COLUMN,...",
                    help="which of the file's columns hold each field, e.g. prompt=question,chosen=good,rejected=bad")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")
@@ -861,26 +864,26 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
         print(f"report: {rendered.html}")
 
 
-def _check_device(device: str | None) -> None:
-    "A --device this machine has (cpu, cuda, cuda:N, mps), or a CLIError saying what is available."
+def _check_device(device: str | None, flag: str = "--device") -> None:
+    "A device (given with `flag`) this machine has (cpu, cuda, cuda:N, mps), or a CLIError saying what is available."
     import re
     if device is None:
         return
     if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", str(device)):
-        raise CLIError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps", "--device")
+        raise CLIError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps", flag)
     if device == "cpu":
         return
     import torch
     if device == "mps":
         if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-            raise CLIError("device 'mps' is not available on this machine: use --device cpu", "--device")
+            raise CLIError(f"device 'mps' is not available on this machine: use {flag} cpu", flag)
         return
     if not torch.cuda.is_available():
-        raise CLIError(f"device {device!r}: CUDA is not available on this machine: use --device cpu", "--device")
+        raise CLIError(f"device {device!r}: CUDA is not available on this machine: use {flag} cpu", flag)
     index = int(device.split(":")[1]) if ":" in device else 0
     if index >= torch.cuda.device_count():
         raise CLIError(f"device {device!r} is not available: this machine has {torch.cuda.device_count()} CUDA "
-                       f"device(s)", "--device")
+                       f"device(s)", flag)
 
 
 def add_comparison(result, out: Path) -> None:
@@ -1067,8 +1070,9 @@ def cmd_perturb(ns) -> int:
     except ValueError as e:
         raise CLIError(str(e).replace(" (perturbations)", ""), "--perturbations") from None
     rewriter = make_rewriter(vars(ns), names)
+    _check_device(ns.semantic_device, "--semantic-device")
     conds, skipped = make_conditions(data, names, seed=ns.seed, progress=_progress(ns), turns=ns.perturb_turns,
-                                     semantic_check=ns.semantic_check != "off",
+                                     semantic_check=ns.semantic_check != "off", embed_device=ns.semantic_device,
                                      **({"rewriter": rewriter} if rewriter is not None else {}))
     if not conds:
         raise CLIError("no perturbation could run: " + "; ".join(f"{n}: {w}" for n, w in skipped.items()),

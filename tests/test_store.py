@@ -241,6 +241,21 @@ def test_audit_embeds_on_its_scorers_accelerator(store_on, monkeypatch, tmp_path
     assert "transformers-bert/1 torch" in r.manifest["perturbations"]["ST"]["semantic_check"]["backend"]
 
 
+def test_perturb_embeds_on_the_device_it_is_given(store_on, tmp_path):
+    "`perturb --semantic-device` makes a pack with the meaning check on that device (torch); a device not here: one line."
+    _minilm()
+    pytest.importorskip("transformers", reason="the device path runs transformers' BertModel")
+    pack = tmp_path / "pack.parquet"
+    r = cli("perturb", "--data", "sample", "--perturbations", "ST", "--semantic-device", "cpu", "--out", pack, "-q")
+    assert r.returncode == 0, r.stderr
+    assert "transformers-bert/1 torch" in S.read_pack(pack)[1]["ST"]["record"]["semantic_check"]["backend"]
+    r = cli("perturb", "--data", "sample", "--perturbations", "ST", "--semantic-device", "tpu", "--out", pack, "-q")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "reward-auditor: error: unknown device 'tpu': use cpu, cuda, cuda:N or mps (--semantic-device)"], r.stderr
+    r = cli("perturb", "--data", "sample", "--perturbations", "ST", "--semantic-device", "cuda:7", "--out", pack, "-q")
+    assert r.returncode == 2 and "(--semantic-device)" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_rewrite_pack_round_trips_bitwise(tmp_path):
     "perturb --out pack.parquet, then audit --conditions pack.parquet: the audit made in one go, bit for bit."
     pack = tmp_path / "pack.parquet"
