@@ -414,15 +414,15 @@ class PerturbPool:
         self.workers = max(1, int(workers or os.cpu_count() or 1))
         self.min_items = int(min_items)
         self.cpu: dict[str, float] = {}   # CPU seconds the workers spent per perturbation (a run's stage split)
-        self._pool = None
+        self._processes = None
 
     def _executors(self) -> list:
         "One process per worker, each its own executor: part i of every perturbation goes to worker i."
-        if self._pool is None:
+        if self._processes is None:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor
-            self._pool = [ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) for _ in range(self.workers)]
-        return self._pool
+            self._processes = [ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) for _ in range(self.workers)]
+        return self._processes
 
     def _map(self, parts: list[pd.DataFrame], name: str, seed: int, options: dict) -> list[tuple]:
         "(frame, record) of every part, in order; a worker gets the same items for every perturbation (its memos hit)."
@@ -458,9 +458,9 @@ class PerturbPool:
         return out
 
     def close(self) -> None:
-        for pool in self._pool or []:
-            pool.shutdown()
-        self._pool = None
+        for ex in self._processes or []:
+            ex.shutdown()
+        self._processes = None
 
     def __enter__(self):
         return self
