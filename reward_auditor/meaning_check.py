@@ -288,6 +288,7 @@ def device_name(device: str) -> str:
 
 class TorchSentenceEmbedder(MiniLMTokens):
     "all-MiniLM-L6-v2 as transformers' `BertModel` on a torch `device`, float32 at full precision, mean-pooled, unit length."
+    has_cycles = True    # loading torch and transformers leaves reference cycles that can hold it: freed by a collection
     def __init__(self, folder: Path, device: str):
         import torch
         from transformers import BertModel

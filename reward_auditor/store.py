@@ -248,8 +248,12 @@ def embeddings(model_id: str, load: Callable[[], object], **kw) -> Embeddings:
 
 def release_embedders(forget: bool = True) -> None:
     "Release every embedding model this process loaded (and, with `forget`, the vectors held in memory)."
-    for e in _EMBEDDINGS.values():  # the numpy encoder holds no reference cycle: its arrays go when released
+    cycles = any(getattr(e._model, "has_cycles", False) for e in _EMBEDDINGS.values())
+    for e in _EMBEDDINGS.values():
         e.forget() if forget else e.release()
+    if cycles:   # the numpy encoder's arrays go when released; the torch one can sit in reference cycles
+        import gc
+        gc.collect()   # so only a collection frees it, and its GPU memory, before the scorer loads
 
 
 def embedding_stats() -> dict:

@@ -378,6 +378,31 @@ def test_vectors_of_another_encoder_version_are_never_read_back(store_on, monkey
     S._EMBEDDINGS.clear()
 
 
+RELEASE = """
+import gc, weakref
+gc.disable()                                     # only the collections release_embedders runs itself
+from reward_auditor import meaning_check as MC, store as S
+e = S.Embeddings("device-model", load=lambda: MC.TorchSentenceEmbedder(MC.minilm_folder(), "cpu"), store=False)
+S._EMBEDDINGS["device-model"] = e
+e.vectors(["Kind regards,"])
+alive = weakref.ref(e.model)
+S.release_embedders()
+print(alive() is None and e._model is None)
+"""
+
+
+def test_release_frees_the_device_encoder_it_loaded():
+    """The device encoder is built where torch and transformers are first imported, and that import leaves
+    reference cycles holding the frame that built it: released, it kept its (GPU) memory until some later
+    collection. `release_embedders` collects when such a model was loaded (and only then, see below)."""
+    _minilm()
+    pytest.importorskip("transformers", reason="the device path runs transformers' BertModel")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "REWARD_AUDITOR_STORE": "off"}
+    r = subprocess.run([sys.executable, "-c", RELEASE], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "True"     # before: False, the encoder still alive
+
+
 def test_release_frees_the_encoder_without_a_collection(monkeypatch):
     """Releasing the embedders lets the MiniLM encoder go by reference counting alone (no reference cycle), so no
     full garbage collection (~0.1-0.2 s) is needed; the vectors are forgotten too."""
