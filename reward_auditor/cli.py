@@ -533,8 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--semantic-check", choices=["on", "off"], default="on",
                    help="undo ST/SP rewrites whose MiniLM similarity to the original is too low (default on)")
     q.add_argument("--semantic-device", default=None, metavar="DEVICE",
-                   help="run that check's MiniLM with torch on this device (cuda, cuda:N, mps); default: numpy on "
-                        "the CPU. An audit embeds on its reward model's GPU by itself")
+                   help="run that check's MiniLM with torch on this device (cuda, cuda:N, mps; cpu: the same torch "
+                        "path on the CPU); default: numpy on the CPU. An audit embeds on its reward model's GPU by itself")
     q.add_argument("--columns", type=_columns, default=None, metavar="FIELD=COLUMN,...",
                    help="which of the file's columns hold each field, e.g. prompt=question,chosen=good,rejected=bad")
     q.add_argument("--drop-invalid", action="store_true", help="skip rows that fail validation, with a warning")

@@ -252,7 +252,7 @@ def test_perturb_embeds_on_the_device_it_is_given(store_on, tmp_path):
     r = cli("perturb", "--data", "sample", "--perturbations", "ST", "--semantic-device", "tpu", "--out", pack, "-q")
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "reward-auditor: error: unknown device 'tpu': use cpu, cuda, cuda:N or mps (--semantic-device)"], r.stderr
-    r = cli("perturb", "--data", "sample", "--perturbations", "ST", "--semantic-device", "cuda:7", "--out", pack, "-q")
+    r = cli("perturb", "--data", "sample", "--perturbations", "ST", "--semantic-device", "cuda:99", "--out", pack, "-q")
     assert r.returncode == 2 and "(--semantic-device)" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
