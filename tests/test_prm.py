@@ -391,3 +391,59 @@ def test_prm_options_need_kind_prm_and_models_lists_prm_families(tmp_path):
         assert main(["models", "--json"]) == 0
     fams = {r["family"] for r in json.loads(buf.getvalue())}
     assert {"prm-token-classification", "qwen2.5-math-prm", "math-shepherd"} <= fams
+
+
+# ------------------------------------------------------------------------------------ conditions kept and reloaded
+def _stepped_pairs():
+    sols, _ = parse_solutions(trl_rows(3))
+    return solution_pairs(sols)
+
+
+def test_a_condition_from_the_cross_run_store_keeps_the_perturbed_steps(prms, tmp_path, monkeypatch):
+    "A second audit takes LE from the store: its step lists are the perturbed ones, so the PRM scores the same texts."
+    from reward_auditor.audit import audit, store_key
+    monkeypatch.setenv("REWARD_AUDITOR_CACHE", str(tmp_path / "user-cache"))
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "on")
+    pairs = _stepped_pairs()
+    sc = load_scorer(str(prms["token-classification"]), kind="prm")
+    runs = []
+    for k in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs.append(audit(pairs, sc, ["LE"], permutations=199, progress=False, cache=False))
+    assert runs[0].manifest["perturbation_store"]["conditions"] == {"LE": "made"}
+    assert runs[1].manifest["perturbation_store"]["conditions"] == {"LE": "store"}
+    a, b = runs[0].items, runs[1].items
+    assert (a["margin_after"] != a["margin_before"]).all()  # LE rewrites every step: every margin moves
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    pd.testing.assert_frame_equal(runs[0].table, runs[1].table, check_exact=True)
+    # the key covers the step lists: the same answer texts cut into other steps are other items
+    other = pairs.copy()
+    other["chosen_steps"] = [[s[0] + "\n" + s[1], *s[2:]] for s in pairs["chosen_steps"]]
+    assert other["chosen"].tolist() == ["\n".join(s) for s in other["chosen_steps"]]  # the same texts
+    assert store_key(pairs, "LE", 0, {}) != store_key(other, "LE", 0, {})
+
+
+def test_a_rewrite_pack_of_step_data_audits_as_in_one_go(prms, tmp_path, monkeypatch):
+    "perturb --out pack.parquet on step data, then audit --conditions pack.parquet: the in-process audit, bit for bit."
+    from reward_auditor.cli import main
+    from reward_auditor.store import read_pack
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    f = write_jsonl(tmp_path / "trl.jsonl", trl_rows(3))
+    pack = tmp_path / "pack.parquet"
+    common = ["--model", f"prm={prms['token-classification']}", "--kind", "prm", "-B", "199", "--no-report", "-q"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["perturb", "--data", str(f), "--perturbations", "LE,SN", "--out", str(pack), "-q"]) == 0
+        assert main(["audit", "--data", str(f), "--perturbations", "LE,SN", "--out", str(tmp_path / "direct"),
+                     *common]) == 0
+        assert main(["audit", "--conditions", str(pack), "--out", str(tmp_path / "packed"), *common]) == 0
+    for name in ("results.parquet", "items.parquet", "texts.parquet"):
+        a, b = pd.read_parquet(tmp_path / "direct" / name), pd.read_parquet(tmp_path / "packed" / name)
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    original, _ = read_pack(pack)
+    assert original["chosen_steps"].tolist() == _stepped_pairs()["chosen_steps"].tolist()  # not LE's rewrite
+    items = pd.read_parquet(tmp_path / "packed" / "items.parquet")
+    assert (items.loc[items.perturbation == "LE", "margin_after"]
+            != items.loc[items.perturbation == "LE", "margin_before"]).all()
