@@ -1011,17 +1011,22 @@ def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progres
     "The step-level audit of every PRM scorer on the solutions, saved to <out>/prm/<scorer name>/; prints a summary."
     from reward_auditor.audit import perturbation_names
     from reward_auditor.perturbations import STEP_PERTURBATIONS
-    from reward_auditor.prm_audit import prm_step_audit
+    from reward_auditor.prm_audit import PRMAuditResult, prm_step_audit
     names = perturbation_names(pert) if pert is not None else []
     if isinstance(pert, str) and pert.strip().lower() == "all":
         names += [n for n in STEP_PERTURBATIONS if n not in names]
-    cache = args.get("cache") or out / "scores.sqlite"
+    from reward_auditor.safety import run_file
+    cache = args.get("cache")
+    for part in ("-wal", "-shm", "-journal", "") if not cache else ():  # the run folder's own files, not links
+        cache = run_file(out, "scores.sqlite" + part)
     done = {}
     for sc in scorers:
         if not hasattr(sc, "score_solutions"):
             continue
+        PRMAuditResult.check_paths(out / "prm" / sc.name, out)  # refused before any scoring
         res = prm_step_audit(solutions, sc, names, seed=args["seed"], threshold=args.get("prm_threshold"),
-                             cache=cache, B=args["permutations"], out=out / "prm" / sc.name, progress=progress)
+                             cache=cache, B=args["permutations"], progress=progress)
+        res.save(out / "prm" / sc.name, root=out)  # every file checked to lie inside the run folder
         m = res.manifest
         print(f"  {sc.name}: first-error F1 {m['f1_orig']:.3f} on {m['n_solutions']} solutions of {m['n_problems']} "
               f"problems (threshold {m['threshold']:.4g}, aggregate {m['aggregate']})")

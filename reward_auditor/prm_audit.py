@@ -19,7 +19,7 @@ import pandas as pd
 from . import perturbations as ra_perturbations
 from . import stats as ra_stats
 from .protocol import best_of_n
-from .safety import atomic_write
+from .safety import atomic_write, run_file
 
 # %% auto #0
 __all__ = ['PRM_FILES', 'PRMAuditError', 'predicted_first_error', 'first_error_metrics', 'choose_threshold', 'correctness_test',
@@ -151,14 +151,25 @@ class PRMAuditResult:
     steps: pd.DataFrame
     manifest: dict = field(default_factory=dict)
 
-    def save(self, path: str | Path) -> Path:
+    @staticmethod
+    def check_paths(path: str | Path, root: str | Path | None = None) -> list[Path]:
+        "The four files' names relative to the run folder `root`, each checked to lie inside it (`safety.run_file`)."
         path = Path(path)
+        root = path if root is None else Path(root)
+        names = [path.relative_to(root) / f for f in PRM_FILES]
+        for n in names:  # a link on the way (prm/ itself) or in place of a file cannot lead outside the run folder
+            run_file(root, n)
+        return names
+
+    def save(self, path: str | Path, root: str | Path | None = None) -> Path:
+        "Write the four files into `path`, a folder inside the run folder `root` (default `path` itself)."
+        path = Path(path)
+        root = path if root is None else Path(root)
+        names = self.check_paths(path, root)  # checked before anything is made
         path.mkdir(parents=True, exist_ok=True)
-        for name, frame in zip(PRM_FILES, (self.summary, self.best_of_n, self.steps)):
-            tmp = path / f".{name}.tmp"
-            frame.to_parquet(tmp, index=False)
-            tmp.replace(path / name)
-        atomic_write(path / "prm.json", json.dumps(self.manifest, indent=2, default=str) + "\n")
+        for n, frame in zip(names, (self.summary, self.best_of_n, self.steps)):
+            atomic_write(run_file(root, n), lambda t, f=frame: f.to_parquet(t, index=False))  # a fresh temporary name
+        atomic_write(run_file(root, names[3]), json.dumps(self.manifest, indent=2, default=str) + "\n")
         return path
 
     @classmethod

@@ -447,3 +447,47 @@ def test_a_rewrite_pack_of_step_data_audits_as_in_one_go(prms, tmp_path, monkeyp
     items = pd.read_parquet(tmp_path / "packed" / "items.parquet")
     assert (items.loc[items.perturbation == "LE", "margin_after"]
             != items.loc[items.perturbation == "LE", "margin_before"]).all()
+
+
+# ------------------------------------------------------------------------------------------- writes in the run folder
+def _pb_file(tmp_path):
+    return write_jsonl(tmp_path / "pb.jsonl", [
+        {"id": f"p{k}", "problem": f"What is {k} + {k}?", "steps": [f"{k} + {k} = {2 * k + (k % 2)}.", "Done."],
+         "label": 0 if k % 2 else -1} for k in range(6)])
+
+
+def _run_cli(args):
+    from reward_auditor.cli import main
+    err, buf = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(buf), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rc = main(args)
+    return rc, err.getvalue()
+
+
+@pytest.mark.parametrize("plant", ["prm", "tmp"])
+def test_the_step_audit_writes_only_inside_the_run_folder(prms, tmp_path, plant):
+    "A planted link (prm/ itself, or a fixed-name temporary file) never makes the step audit write outside the run."
+    folder = prms["token-classification"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim").write_text("keep me")
+    run = tmp_path / "run"
+    target = run / "prm" / "token-classification"
+    if plant == "prm":
+        run.mkdir()
+        (run / "prm").symlink_to(outside, target_is_directory=True)
+    else:
+        target.mkdir(parents=True)
+        for name in ("prm_summary.parquet", "prm_best_of_n.parquet", "prm_steps.parquet", "prm.json"):
+            (target / f".{name}.tmp").symlink_to(outside / "victim")
+    rc, err = _run_cli(["audit", "--data", str(_pb_file(tmp_path)), "--model", str(folder), "--kind", "prm",
+                        "--perturbations", "SN", "-B", "99", "--out", str(run), "-q"])
+    assert sorted(p.name for p in outside.iterdir()) == ["victim"] and (outside / "victim").read_text() == "keep me"
+    if plant == "prm":
+        assert rc == 2 and "outside the run folder" in err and "Traceback" not in err, err
+        assert len([ln for ln in err.splitlines() if ": error:" in ln]) == 1, err
+        assert not (run / "prm" / "token-classification").exists()  # refused before anything was made there
+    else:  # the planted names are not used: the files are written under fresh temporary names, then renamed
+        assert rc == 0, err
+        assert pd.read_parquet(target / "prm_summary.parquet")["perturbation"].tolist() == ["SN"]
