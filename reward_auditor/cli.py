@@ -44,7 +44,7 @@ class CLIError(ValueError):
 INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError", "CalibrationError",
-                          "EngineError", "CompareError", "SpecError"})  # a unit failed in the user's model or code: the message names it
+                          "EngineError", "CompareError", "SpecError", "PRMAuditError"})  # a unit failed in the user's model or code: the message names it
 
 
 import errno as _errno
@@ -190,6 +190,16 @@ def _alpha(s: str) -> float:
         raise argparse.ArgumentTypeError(f"alpha must be a number, got {s!r}") from None
     if not 0 < v < 1:
         raise argparse.ArgumentTypeError(f"alpha must lie strictly between 0 and 1, got {v}")
+    return v
+
+
+def _prm_threshold(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"the threshold must be a number, got {s!r}") from None
+    if not 0 <= v <= 1:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"the threshold is a step-score probability: it must lie in [0, 1], got {s}")
     return v
 
 
@@ -368,7 +378,7 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "classification PRMs, <extra_0> for Qwen2.5-Math-PRM, ки for Math-Shepherd)")
     g.add_argument("--aggregate", choices=["min", "prod", "last", "mean"], default=S,
                    help="with --kind prm: how step scores make a solution's reward (default min)")
-    g.add_argument("--prm-threshold", type=float, default=S, metavar="TAU",
+    g.add_argument("--prm-threshold", type=_prm_threshold, default=S, metavar="TAU",
                    help="with --kind prm: the step-score threshold of the first-error metric (default: the "
                         "F1-maximising one on the original solutions, then fixed)")
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")

@@ -188,6 +188,8 @@ def prm_step_audit(solutions: pd.DataFrame, scorer, perturbations: Iterable[str]
     "ProcessBench F1 (τ fixed from the originals), its paired change under each perturbation, best-of-n before/after."
     if not hasattr(scorer, "score_solutions"):
         raise PRMAuditError(f"scorer {getattr(scorer, 'name', scorer)!r} gives no step scores; load a PRM (kind='prm')")
+    if threshold is not None and not (isinstance(threshold, (int, float, np.number)) and 0 <= threshold <= 1):
+        raise PRMAuditError(f"threshold must be a step-score probability in [0, 1], got {threshold!r}")
     sols = solutions.reset_index(drop=True)
     ids = sols["solution_id"].astype(str).tolist()
     truth = sols["first_error"].astype(int).to_numpy()

@@ -23,7 +23,7 @@ from reward_auditor.cache import ScoreCache  # noqa: E402
 from reward_auditor.data import DataError, load_preferences, load_solutions  # noqa: E402
 from reward_auditor.prm import QWEN_PRM_SYSTEM, PRMScorer, solution_reward  # noqa: E402
 from reward_auditor.prm_audit import (best_of_n_table, choose_threshold, correctness_test,  # noqa: E402
-                                      first_error_metrics, prm_step_audit)
+                                      PRMAuditError, first_error_metrics, prm_step_audit)
 from reward_auditor.scorers import ScorerError, load_scorer  # noqa: E402
 from reward_auditor.steps import parse_solutions, solution_pairs  # noqa: E402
 
@@ -491,3 +491,17 @@ def test_the_step_audit_writes_only_inside_the_run_folder(prms, tmp_path, plant)
     else:  # the planted names are not used: the files are written under fresh temporary names, then renamed
         assert rc == 0, err
         assert pd.read_parquet(target / "prm_summary.parquet")["perturbation"].tolist() == ["SN"]
+
+
+@pytest.mark.parametrize("tau", ["nan", "inf", "-1", "2", "-inf", "x"])
+def test_a_threshold_outside_0_1_is_refused(prms, tmp_path, tau):
+    "--prm-threshold nan/inf/−1/2 gave F1 = 0 with p = 1; now one line naming the option, exit 2 (and the API refuses)."
+    rc, err = _run_cli(["audit", "--data", str(_pb_file(tmp_path)), "--model", str(prms["token-classification"]),
+                        "--kind", "prm", "--prm-threshold", tau, "--out", str(tmp_path / "run"), "-q"])
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--prm-threshold" in err and "Traceback" not in err, err
+    assert not (tmp_path / "run" / "prm").exists()
+    if tau != "x":
+        sols, _ = parse_solutions(trl_rows(2))
+        sc = load_scorer(str(prms["token-classification"]), kind="prm")
+        with pytest.raises(PRMAuditError, match=r"threshold .*\[0, 1\]"):
+            prm_step_audit(sols, sc, [], threshold=float(tau), B=99)
