@@ -505,3 +505,32 @@ def test_a_threshold_outside_0_1_is_refused(prms, tmp_path, tau):
         sc = load_scorer(str(prms["token-classification"]), kind="prm")
         with pytest.raises(PRMAuditError, match=r"threshold .*\[0, 1\]"):
             prm_step_audit(sols, sc, [], threshold=float(tau), B=99)
+
+
+def test_a_huge_solution_is_refused_before_work_and_hashed_once(prms, monkeypatch):
+    "150,000 steps (1.6 MB) hung the cache lookup (the whole solution hashed once per step): now refused at once."
+    import signal
+    from reward_auditor import cache as C
+    sc = load_scorer(str(prms["token-classification"]), kind="prm")
+    hashed = []
+    real = C.key_digest
+    monkeypatch.setattr(C, "key_digest", lambda key: hashed.append(sum(len(k) for k in key)) or real(key))
+
+    def late(*_):
+        raise TimeoutError("the huge solution was not refused within 60 s")
+    old = signal.signal(signal.SIGALRM, late)
+    signal.alarm(60)
+    try:
+        huge = [f"step {k:06d}." for k in range(150_000)]
+        assert len("\n".join(huge)) > 1.6e6
+        with pytest.raises(ScorerError, match=r"row id 'big'.*150000 steps.*max_length=512"):
+            sc.score_solutions([PROMPT], [huge], ScoreCache(), progress=False, ids=["big"])
+        assert hashed == []  # refused before the cache was asked
+        # under the step limit but over the token limit: the cache lookup hashes each solution once, not per step
+        long = [f"step {k:03d}: " + "x" * 500 for k in range(400)]
+        with pytest.raises(ScorerError, match="over max_length=512"):
+            sc.score_solutions([PROMPT], [long], ScoreCache(), progress=False)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert len(hashed) == 400 and sum(hashed) < 400 * 100  # per step: a 73-character key and the step number
