@@ -1042,7 +1042,7 @@ def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progres
               f"problems (threshold {m['threshold']:.4g}, aggregate {m['aggregate']})")
         for r in res.summary[res.summary["subset"] == "all"].itertuples():
             print(f"    {r.perturbation}: F1 {r.f1_before:.3f} -> {r.f1_after:.3f} ({r.n_worse} worse, {r.n_better} "
-                  f"better, p = {r.p_value:.3g})")
+                  f"better, p = {r.p_value:.3g}, BH-adjusted {r.p_adjusted:.3g})")
         done[sc.name] = res
     if done:
         print(f"step-level PRM audit: {out / 'prm'}")

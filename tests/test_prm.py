@@ -534,3 +534,28 @@ def test_a_huge_solution_is_refused_before_work_and_hashed_once(prms, monkeypatc
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert len(hashed) == 400 and sum(hashed) < 400 * 100  # per step: a 73-character key and the step number
+
+
+def test_step_level_p_values_are_bh_adjusted_per_subset_family(prms):
+    "The PRM summary's p-values get BH within each subset's family of perturbations, as the pair table does."
+    from scipy.stats import false_discovery_control
+    from reward_auditor.prm_audit import adjust_families
+    rows = trl_rows(4)
+    sols, _ = parse_solutions(rows)
+    sols["subset"] = ["a"] * 6 + ["b"] * 6  # two subsets: families all, a and b
+    sc = load_scorer(str(prms["token-classification"]), kind="prm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = prm_step_audit(sols, sc, ["SN", "MX", "LE", "PH"], threshold=0.5, B=999)
+    s = res.summary
+    assert list(s["subset"].unique()) == ["all", "a", "b"] and "BH" in res.manifest["multiplicity"]
+    for _, fam in s.groupby("subset"):
+        assert len(fam) == 4
+        np.testing.assert_allclose(fam["p_adjusted"], false_discovery_control(fam["p_value"].to_numpy(), method="bh"),
+                                   rtol=0, atol=1e-15)
+    assert (s["p_adjusted"] >= s["p_value"]).all()
+    # by hand: sorted p (0.01, 0.03, 0.04, 0.5) give 4p/rank = (0.04, 0.06, 0.0533, 0.5); the step-up minimum from the
+    # top gives 0.0533 to both 0.03 and 0.04; subset x is a family of one, left as it is
+    toy = pd.DataFrame({"subset": ["all"] * 4 + ["x"], "p_value": [0.01, 0.04, 0.03, 0.5, 0.02]})
+    got = adjust_families(toy)["p_adjusted"].tolist()
+    np.testing.assert_allclose(got, [0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.5, 0.02], rtol=1e-15)
