@@ -1316,6 +1316,10 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         if rewriter is not None:
             perturb_options = {**(perturb_options or {}), "rewriter": rewriter}
     scorer_objs = resolve_scorers(scorers)
+    for sc in scorer_objs if "chosen_steps" in original.columns else ():  # a PRM refuses, before any perturbing,
+        if hasattr(sc, "check_lengths"):                                   # a solution it can never read
+            sc.check_lengths([*original["chosen_steps"], *original["rejected_steps"]],
+                             original["id"].astype(str).tolist() * 2)
     engine = ra_specs.engine_from(engine)
     # refuse a folder holding another dataset's run before any write (overwrite clears it); `on_start` runs once
     # every input is checked, before the first write into `out`

@@ -955,6 +955,9 @@ def run_audit(args: dict, progress: bool = True) -> int:
     _check_device(args.get("device"))
     rewriter = make_rewriter(args, perturbation_names(pert) if pert is not None else [])
     scorers = make_scorers(args)
+    for sc in scorers if solutions is not None else ():  # a PRM refuses a solution it can never read, before any work
+        if hasattr(sc, "check_lengths"):
+            sc.check_lengths(solutions["steps"].tolist(), solutions["solution_id"].astype(str).tolist())
     from reward_auditor.safety import atomic_write, run_file
 
     def save_arguments():  # once every input is checked: a refused command leaves the folder as it was

@@ -277,6 +277,15 @@ class PRMScorer(S.HFScorer):
                 res.append(torch.softmax(at, -1)[:, 1].cpu().tolist())
         return res
 
+    def check_lengths(self, steps: Sequence[Sequence[str]], ids: Sequence[str] | None = None) -> None:
+        "Refuse the first solution with more steps than max_length: each step ends in a token, so it can never fit."
+        for k, s in enumerate(steps):
+            if len(s) > self.max_length:
+                where = f"row id {ids[k]!r}" if ids is not None else f"solution {k + 1}"
+                raise ScorerError(f"{self.name}: {where} has {len(s)} steps, so at least as many tokens, over "
+                                  f"max_length={self.max_length}; a cut would drop step scores: shorten it or leave "
+                                  "it out")
+
     def step_scores(self, prompt: str, steps: Sequence[str]) -> list[float]:
         "The probability that each step is right, given the problem and the steps before it (not cached)."
         ids, pos = self._encode(prompt, steps)
@@ -292,11 +301,7 @@ class PRMScorer(S.HFScorer):
         where = dict(zip(items, ids)) if ids is not None else {}
         label = lambda it: f"row id {where[it]!r}" if it in where else f"the solution of prompt {sol[it][0][:40]!r}"
         uniq = list(dict.fromkeys(items))
-        for it in uniq:  # every step ends in at least one token: more steps than max_length can never fit
-            if len(sol[it][1]) > self.max_length:
-                raise ScorerError(f"{self.name}: {label(it)} has {len(sol[it][1])} steps, so at least as many tokens, "
-                                  f"over max_length={self.max_length}; a cut would drop step scores: shorten it or "
-                                  "leave it out")
+        self.check_lengths(steps, ids)  # before the cache is asked or anything is tokenized
         got: dict = {}
         if cache is not None:
             cache.describe(self.fingerprint, self.describe())

@@ -507,7 +507,7 @@ def test_a_threshold_outside_0_1_is_refused(prms, tmp_path, tau):
             prm_step_audit(sols, sc, [], threshold=float(tau), B=99)
 
 
-def test_a_huge_solution_is_refused_before_work_and_hashed_once(prms, monkeypatch):
+def test_a_huge_solution_is_refused_before_work_and_hashed_once(prms, monkeypatch, tmp_path):
     "150,000 steps (1.6 MB) hung the cache lookup (the whole solution hashed once per step): now refused at once."
     import signal
     from reward_auditor import cache as C
@@ -530,10 +530,22 @@ def test_a_huge_solution_is_refused_before_work_and_hashed_once(prms, monkeypatc
         long = [f"step {k:03d}: " + "x" * 500 for k in range(400)]
         with pytest.raises(ScorerError, match="over max_length=512"):
             sc.score_solutions([PROMPT], [long], ScoreCache(), progress=False)
+        n_hashed = len(hashed)
+        # from the command line: refused before the perturbations run (their edit sizes on 1.6 MB also took minutes)
+        rows = trl_rows(1)
+        rows[0]["completions"], rows[0]["labels"] = huge, [True] * len(huge)
+        rc, err = _run_cli(["audit", "--data", str(write_jsonl(tmp_path / "huge.jsonl", rows)), "--model",
+                            str(prms["token-classification"]), "--kind", "prm", "--perturbations", "SN,LE", "-B", "99",
+                            "--out", str(tmp_path / "run"), "-q", "--no-report"])
+        assert rc == 2 and "150000 steps" in err and "max_length=512" in err and "Traceback" not in err, err
+        assert not (tmp_path / "run" / "conditions").exists()
+        from reward_auditor.audit import audit  # and from Python, before make_conditions
+        with pytest.raises(ScorerError, match=r"150000 steps.*max_length=512"):
+            audit(solution_pairs(parse_solutions(rows)[0]), sc, ["SN", "LE"], permutations=99, progress=False)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    assert len(hashed) == 400 and sum(hashed) < 400 * 100  # per step: a 73-character key and the step number
+    assert n_hashed == 400 and sum(hashed[:400]) < 400 * 100  # per step: a 73-character key and the step number
 
 
 def test_step_level_p_values_are_bh_adjusted_per_subset_family(prms):
