@@ -194,6 +194,38 @@ def test_three_formats_read_as_solutions_and_pairs(tmp_path):
     assert pbs["group_id"][0] == mss["group_id"][0]
 
 
+SHEPHERD_Q = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes with four. She sells the rest "
+              "for $2 each. How much does she make every day?")
+SHEPHERD_STEPS = ["Janet's ducks lay 16 eggs, she uses 3 + 4 = 7, so 16 - 7 = 9 remain.",
+                  "She makes 9 * 2 = $20 every day.", "The answer is: 20"]
+
+
+def _shepherd_record(q: str, steps: list[str], marks: list[str], sep: str, labels: str) -> dict:
+    "A Math-Shepherd record: the problem, then each step (after its marker) followed by the tag, steps one a line."
+    body = "\n".join(f"{m}{s} ки" for m, s in zip(marks, steps))
+    lab = body
+    for c in labels:
+        lab = lab.replace("ки", c, 1)
+    return {"input": q + sep + body, "label": q + sep + lab}
+
+
+@pytest.mark.parametrize("form,marks,sep", [
+    ("Step k:", ["Step 1: ", "Step 2: ", "Step 3: "], " "),
+    ("step k: (lower case)", ["step 1: ", "step 2: ", "step 3: "], " "),
+    ("unmarked, after the question mark", ["", "", ""], " "),
+    ("unmarked, the problem on its own line", ["", "", ""], "\n"),
+])
+def test_math_shepherd_records_read_with_lower_case_or_no_step_markers(tmp_path, form, marks, sep):
+    recs = [_shepherd_record(SHEPHERD_Q, SHEPHERD_STEPS, marks, sep, "+--"),
+            _shepherd_record("Compute 3 * 4.", ["3 * 4 = 12.", "The answer is: 12"], marks[:2], "\n", "++")]
+    s = load_solutions(write_jsonl(tmp_path / "ms.jsonl", recs))
+    assert s.attrs["format"] == "math-shepherd" and len(s) == 2
+    assert s["prompt"].tolist() == [SHEPHERD_Q, "Compute 3 * 4."]
+    assert s["steps"][0] == [m + x for m, x in zip(marks, SHEPHERD_STEPS)]
+    assert s["steps"][1] == [m + x for m, x in zip(marks, ["3 * 4 = 12.", "The answer is: 12"])]
+    assert s["labels"].tolist() == [[1, 0, 0], [1, 1]] and s["first_error"].tolist() == [1, -1]
+
+
 @pytest.mark.parametrize("row,field,what", [
     ({"prompt": "q?", "completions": ["a", "b"], "labels": [True]}, "labels", "has 1 labels for 2 steps"),
     ({"prompt": "q?", "completions": [], "labels": []}, "completions", "has no steps"),
@@ -201,6 +233,8 @@ def test_three_formats_read_as_solutions_and_pairs(tmp_path):
     ({"prompt": "q?", "completions": ["a"], "labels": ["maybe"]}, "labels[0]", "is not true/false"),
     ({"problem": "q?", "steps": ["a", "b"], "label": 2}, "label", "outside -1..1"),
     ({"input": "q? Step 1: a ки", "label": "q? Step 1: a ?"}, "label", "does not match 'input'"),
+    ({"input": "Step 1: a ки", "label": "Step 1: a +"}, "input", "has no problem text before the first step"),
+    ({"input": "a b ки", "label": "a b +"}, "input", "has no problem text before the first step"),
 ])
 def test_a_broken_row_exits_2_naming_file_row_and_field(tmp_path, row, field, what):
     from reward_auditor.cli import main
