@@ -396,7 +396,7 @@ from .heterogeneity import wilson_interval as wilson_ci  # one Wilson interval f
 
 # %% ../nbs/08e_verifiers.ipynb #4b202205
 def cluster_wilson_ci(events, trials, level: float = 0.95) -> tuple[float, float, float]:
-    "Wilson interval for Σevents / Σtrials, one entry per cluster (a gold's variants), at the effective n → (lo, hi, n_eff)."
+    "Wilson interval of Σevents / Σtrials, one entry per cluster (a gold), at the effective n → (lo, hi, n_eff)."
     y, m = np.asarray(events, dtype=float), np.asarray(trials, dtype=float)
     y, m = y[m > 0], m[m > 0]
     n, g = float(m.sum()), len(m)
@@ -613,7 +613,8 @@ class VerifierAuditResult:
             columns=self.verifiers).map(
             lambda x: "" if pd.isna(x) else f"{x:.0%}")
         parts = ["## Verifier audit", "", "Rates with Wilson 95% intervals, clustered by gold answer (the variants of "
-                 "one gold are not independent; contract-dependent variants: acceptance, not a defect).", "", md(self._display_table()), "", "### Rules with defects (defect rate)", "",
+                 "one gold are not independent; contract-dependent variants: acceptance, not a defect).", "",
+                 md(self._display_table()), "", "### Rules with defects (defect rate)", "",
                  md(rules), "", "### Disagreement (share of items with different outcomes)", "",
                  md(self.disagreement.round(3))]
         f = self.findings.query("observed != 'not run'")

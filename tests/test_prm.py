@@ -107,7 +107,8 @@ def test_math_shepherd_reads_its_tag_on_the_real_mistral_v1_vocabulary(tmp_path)
     import transformers
     folder = tiny_shepherd_mistral(tmp_path / "ms-mistral")
     if folder is None:
-        pytest.skip("Mistral-7B v1's tokenizer.model is absent: the mistral-common package ships it (pip install mistral-common)")
+        pytest.skip("Mistral-7B v1's tokenizer.model is absent: the mistral-common package ships it "
+                    "(pip install mistral-common)")
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))
     assert len(tok) == 32000 and tok.convert_tokens_to_ids("ки") == 1107  # the bare piece, never in the text
     assert tok.encode("ки") == [1, 12902] and tok.encode("+ -") == [1, 648, 387]  # the card's numbers
