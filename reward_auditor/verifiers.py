@@ -41,12 +41,11 @@ _all_ = [
 
 # %% auto #0
 __all__ = ['BUILTIN_VERIFIERS', 'KNOWN_FINDINGS', 'extract_final_answer', 'string_normalize', 'string_verifier', 'read_number',
-           'numeric_sympy_verifier', 'MathVerify', 'resolve_verifiers', 'run_verifiers', 'cluster_wilson_ci',
-           'disagreement_matrix', 'FedVerifier', 'identity_sanity', 'sanity_lines', 'known_findings',
-           'VerifierAuditResult', 'verifier_audit', 'verifier_audit_cli', 'plot_verifier_audit', 'MAX_POWER_DIGITS',
-           'MAX_SYMBOLIC_EXPONENT', 'KINDS', 'BUILTIN_GOLDS', 'RULES', 'STRATA', 'SHELLS', 'VerifierAuditError',
-           'read_expr', 'read_answer', 'infer_kind', 'ParseTimeout', 'load_golds', 'certify', 'Rule', 'rule',
-           'generate_variants']
+           'numeric_sympy_verifier', 'MathVerify', 'resolve_verifiers', 'run_verifiers', 'disagreement_matrix',
+           'FedVerifier', 'identity_sanity', 'sanity_lines', 'known_findings', 'VerifierAuditResult', 'verifier_audit',
+           'verifier_audit_cli', 'plot_verifier_audit', 'MAX_POWER_DIGITS', 'MAX_SYMBOLIC_EXPONENT', 'KINDS',
+           'BUILTIN_GOLDS', 'RULES', 'STRATA', 'SHELLS', 'VerifierAuditError', 'read_expr', 'read_answer', 'infer_kind',
+           'ParseTimeout', 'load_golds', 'certify', 'Rule', 'rule', 'generate_variants']
 
 # %% ../nbs/08e_verifiers.ipynb #c548899c
 def _last_group(s: str, cmd: str) -> str | None:
@@ -395,21 +394,7 @@ def run_verifiers(items: pd.DataFrame, verifiers, timeout: float = 5.0, workers:
 from .heterogeneity import wilson_interval as wilson_ci  # one Wilson interval for the package
 
 # %% ../nbs/08e_verifiers.ipynb #4b202205
-def cluster_wilson_ci(events, trials, level: float = 0.95) -> tuple[float, float, float]:
-    "Wilson interval of Σevents / Σtrials, one entry per cluster (a gold), at the effective n → (lo, hi, n_eff)."
-    y, m = np.asarray(events, dtype=float), np.asarray(trials, dtype=float)
-    y, m = y[m > 0], m[m > 0]
-    n, g = float(m.sum()), len(m)
-    if n == 0:
-        return math.nan, math.nan, 0.0
-    p = float(y.sum()) / n
-    if g > 1 and 0 < p < 1:
-        v_cl = float(np.sum((y - p * m) ** 2)) / n ** 2
-        n_eff = n / max(1.0, v_cl / (p * (1 - p) / n))
-    else:
-        n_eff = n * n / float(np.sum(m * m))
-    lo, hi = wilson_ci(p * n_eff, n_eff, level)
-    return float(lo), float(hi), n_eff
+from .heterogeneity import cluster_wilson_interval as cluster_wilson_ci  # the clustered Wilson interval
 
 # %% ../nbs/08e_verifiers.ipynb #93ae6eb7
 _METRIC = {"equivalent": ("false_negative_rate", "reject"), "adversarial": ("false_positive_rate", "accept"),
