@@ -22,8 +22,8 @@ from .scorer_kinds import ScorerError
 # %% auto #0
 __all__ = ['AGGREGATES', 'REWARD_SCALES', 'QWEN_PRM_SYSTEM', 'QWEN_STEP_TOKEN', 'SHEPHERD_TAG', 'LAYOUTS', 'DEFAULT_SEPARATORS',
            'QWEN_PRM_ARCHS', 'PRM_FAMILIES', 'aggregate', 'solution_reward', 'token_classification_layout',
-           'qwen_prm_layout', 'shepherd_layout', 'shepherd_candidates', 'prm_style_of', 'solution_key', 'PRMScorer',
-           'load_prm']
+           'qwen_prm_layout', 'shepherd_tag_id', 'shepherd_layout', 'shepherd_candidates', 'prm_style_of',
+           'solution_key', 'PRMScorer', 'load_prm']
 
 # %% ../nbs/06_prm.ipynb #4d0a4ce6
 AGGREGATES = ("min", "prod", "last", "mean")
@@ -99,10 +99,18 @@ def qwen_prm_layout(tokenizer, prompt: str, steps: Sequence[str], separator: str
 SHEPHERD_TAG = "ки"
 
 
+def shepherd_tag_id(tokenizer, tag: str = SHEPHERD_TAG) -> int:
+    "The step tag's id as the encoded text carries it (Math-Shepherd's recipe: the last id of encode(tag)), e.g. ▁ки."
+    ids = list(tokenizer(tag, add_special_tokens=False)["input_ids"])
+    if not ids or ids[-1] == tokenizer.unk_token_id:
+        raise ScorerError(f"the tokenizer has no step tag token {tag!r}")
+    return int(ids[-1])
+
+
 def shepherd_layout(tokenizer, prompt: str, steps: Sequence[str], separator: str = SHEPHERD_TAG,
                     system: str | None = None) -> tuple[list[int], list[int]]:
     "Math-Shepherd layout → (ids, positions): 'problem step1 ки\\nstep2 ки…'; read at each ки."
-    tid = _token_id(tokenizer, separator, "step tag")
+    tid = shepherd_tag_id(tokenizer, separator)
     text = prompt + " " + "\n".join(f"{s} {separator}" for s in steps)
     ids = list(tokenizer(text)["input_ids"])
     return ids, _positions(ids, tid, len(steps), separator)

@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tiny_models import PRM_STYLES, tiny_folders, tiny_prm  # noqa: E402
+from tiny_models import PRM_STYLES, tiny_folders, tiny_prm, tiny_shepherd_mistral  # noqa: E402
 
 from reward_auditor import perturbations as P  # noqa: E402
 from reward_auditor.cache import ScoreCache  # noqa: E402
@@ -83,7 +83,7 @@ def _hand(style, folder, prompt, steps):
         ids = tok(prompt + " " + "\n".join(f"{s} ки" for s in steps))["input_ids"]
         lg = m(torch.tensor([ids])).logits[0]
         plus, minus = (tok(t, add_special_tokens=False)["input_ids"][-1] for t in ("+", "-"))
-        tag = tok.convert_tokens_to_ids("ки")
+        tag = tok.encode("ки")[-1]  # the model card's recipe: the tag's id as the text carries it
         return [torch.softmax(lg[i, [plus, minus]], -1)[0].item() for i, t in enumerate(ids) if t == tag]
 
 
@@ -99,6 +99,44 @@ def test_step_scores_equal_a_hand_computation(prms, style):
     got = sc.score_solutions([PROMPT, "What is 2 + 2?"], [STEPS, other], progress=False)
     np.testing.assert_allclose(got[0], hand, rtol=0, atol=1e-6)
     np.testing.assert_allclose(got[1], _hand(style, prms[style], "What is 2 + 2?", other), rtol=0, atol=1e-6)
+
+
+def test_math_shepherd_reads_its_tag_on_the_real_mistral_v1_vocabulary(tmp_path):
+    """Math-Shepherd's PRM is a Mistral-7B: in its SentencePiece vocabulary the text carries the tag as "▁ки" (12902),
+    not the bare piece "ки" (1107). Step scores equal the model card's own computation on a real solution."""
+    import transformers
+    folder = tiny_shepherd_mistral(tmp_path / "ms-mistral")
+    if folder is None:
+        pytest.skip("Mistral-7B v1's tokenizer.model is absent: the mistral-common package ships it "
+                    "(pip install mistral-common)")
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    assert len(tok) == 32000 and tok.convert_tokens_to_ids("ки") == 1107  # the bare piece, never in the text
+    assert tok.encode("ки") == [1, 12902] and tok.encode("+ -") == [1, 648, 387]  # the card's numbers
+    question = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
+                "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
+                "fresh duck egg. How much in dollars does she make every day at the farmers' market?")
+    steps = ["Step 1: Janet's ducks lay 16 eggs per day, she eats 3 and bakes with 4, so 16 - 3 - 4 = 9 eggs remain.",
+             "Step 2: She sells them for $2 each, so she makes 9 * 2 = $18 every day.",
+             "Step 3: The answer is: 18"]
+    sc = load_scorer(str(folder), kind="prm")
+    assert sc.style == "math-shepherd" and sc._candidates == (648, 387)
+    ids, pos = sc.layout(question, steps)
+    assert [ids[p] for p in pos] == [12902] * 3
+    # the model card's computation, written out: encode(f"{question} {output}"), read P(+) among {+, -} at each tag
+    m = transformers.AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    step_tag_id, candidates = tok.encode("ки")[-1], tok.encode("+ -")[1:]
+    output = "\n".join(f"{s} ки" for s in steps)
+    input_id = torch.tensor([tok.encode(f"{question} {output}")])
+    with torch.no_grad():
+        probs = m(input_id).logits[:, :, candidates].softmax(dim=-1)[:, :, 0]
+    hand = probs[input_id == step_tag_id].tolist()
+    assert len(hand) == 3
+    np.testing.assert_allclose(sc.step_scores(question, steps), hand, rtol=0, atol=1e-6)
+    # in a padded batch with a shorter solution, too
+    got = sc.score_solutions([question, "What is 2 + 2?"], [steps, ["Step 1: 2 + 2 = 4. The answer is: 4"]],
+                             progress=False)
+    np.testing.assert_allclose(got[0], hand, rtol=0, atol=1e-6)
+    assert len(got[1]) == 1
 
 
 def test_remote_code_prm_needs_trust_and_is_found_from_its_config(prms):
@@ -157,6 +195,38 @@ def test_three_formats_read_as_solutions_and_pairs(tmp_path):
     assert pbs["group_id"][0] == mss["group_id"][0]
 
 
+SHEPHERD_Q = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes with four. She sells the rest "
+              "for $2 each. How much does she make every day?")
+SHEPHERD_STEPS = ["Janet's ducks lay 16 eggs, she uses 3 + 4 = 7, so 16 - 7 = 9 remain.",
+                  "She makes 9 * 2 = $20 every day.", "The answer is: 20"]
+
+
+def _shepherd_record(q: str, steps: list[str], marks: list[str], sep: str, labels: str) -> dict:
+    "A Math-Shepherd record: the problem, then each step (after its marker) followed by the tag, steps one a line."
+    body = "\n".join(f"{m}{s} ки" for m, s in zip(marks, steps))
+    lab = body
+    for c in labels:
+        lab = lab.replace("ки", c, 1)
+    return {"input": q + sep + body, "label": q + sep + lab}
+
+
+@pytest.mark.parametrize("form,marks,sep", [
+    ("Step k:", ["Step 1: ", "Step 2: ", "Step 3: "], " "),
+    ("step k: (lower case)", ["step 1: ", "step 2: ", "step 3: "], " "),
+    ("unmarked, after the question mark", ["", "", ""], " "),
+    ("unmarked, the problem on its own line", ["", "", ""], "\n"),
+])
+def test_math_shepherd_records_read_with_lower_case_or_no_step_markers(tmp_path, form, marks, sep):
+    recs = [_shepherd_record(SHEPHERD_Q, SHEPHERD_STEPS, marks, sep, "+--"),
+            _shepherd_record("Compute 3 * 4.", ["3 * 4 = 12.", "The answer is: 12"], marks[:2], "\n", "++")]
+    s = load_solutions(write_jsonl(tmp_path / "ms.jsonl", recs))
+    assert s.attrs["format"] == "math-shepherd" and len(s) == 2
+    assert s["prompt"].tolist() == [SHEPHERD_Q, "Compute 3 * 4."]
+    assert s["steps"][0] == [m + x for m, x in zip(marks, SHEPHERD_STEPS)]
+    assert s["steps"][1] == [m + x for m, x in zip(marks, ["3 * 4 = 12.", "The answer is: 12"])]
+    assert s["labels"].tolist() == [[1, 0, 0], [1, 1]] and s["first_error"].tolist() == [1, -1]
+
+
 @pytest.mark.parametrize("row,field,what", [
     ({"prompt": "q?", "completions": ["a", "b"], "labels": [True]}, "labels", "has 1 labels for 2 steps"),
     ({"prompt": "q?", "completions": [], "labels": []}, "completions", "has no steps"),
@@ -164,6 +234,8 @@ def test_three_formats_read_as_solutions_and_pairs(tmp_path):
     ({"prompt": "q?", "completions": ["a"], "labels": ["maybe"]}, "labels[0]", "is not true/false"),
     ({"problem": "q?", "steps": ["a", "b"], "label": 2}, "label", "outside -1..1"),
     ({"input": "q? Step 1: a ки", "label": "q? Step 1: a ?"}, "label", "does not match 'input'"),
+    ({"input": "Step 1: a ки", "label": "Step 1: a +"}, "input", "has no problem text before the first step"),
+    ({"input": "a b ки", "label": "a b +"}, "input", "has no problem text before the first step"),
 ])
 def test_a_broken_row_exits_2_naming_file_row_and_field(tmp_path, row, field, what):
     from reward_auditor.cli import main
