@@ -29,7 +29,7 @@ from typing import Any, Iterable
 __all__ = ['MASK', 'SECRET_ENV', 'MAX_RESPONSE_BYTES', 'ERROR_BODY_BYTES', 'MAX_INPUT_MB_ENV', 'MAX_INPUT_MB', 'register_secret',
            'mask_secrets', 'mask_deep', 'DeadlineExceeded', 'ResponseTooLarge', 'RedirectRefused',
            'PlainHttpKeyWarning', 'origin', 'is_loopback', 'warn_plain_http_key', 'http_exchange', 'InputTooLarge',
-           'max_input_bytes', 'read_gzip_capped', 'cache_lock', 'unpack_zip_once']
+           'max_input_bytes', 'read_gzip_capped', 'read_parquet_capped', 'cache_lock', 'unpack_zip_once']
 
 # %% ../nbs/00a_guards.ipynb #2bf88a6b
 MASK = "***"
@@ -281,6 +281,28 @@ def read_gzip_capped(path: str | os.PathLike, cap: int | None = None) -> bytes:
             if len(buf) > cap:
                 raise InputTooLarge(f"it expands to more than {cap >> 20} MiB when gunzipped (set "
                                     f"{MAX_INPUT_MB_ENV} to allow more)")
+
+# %% ../nbs/00a_guards.ipynb #a1c0e7d3
+def read_parquet_capped(source: Any, cap: int | None = None, batch_rows: int = 1024):
+    "A pyarrow Table from a Parquet file (path or bytes); InputTooLarge before it expands past `cap` bytes."
+    import io
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    cap = max_input_bytes() if cap is None else int(cap)
+    more = f"set {MAX_INPUT_MB_ENV} to allow more"
+    f = pq.ParquetFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+    md = f.metadata
+    stored = sum(md.row_group(i).column(j).total_uncompressed_size
+                 for i in range(md.num_row_groups) for j in range(md.num_columns))
+    if stored > cap:  # the footer's own numbers: refused before a page is decompressed
+        raise InputTooLarge(f"it expands to {stored >> 20} MiB uncompressed, more than {cap >> 20} MiB ({more})")
+    batches, size = [], 0
+    for b in f.iter_batches(batch_size=batch_rows):  # dictionary pages hide repetition: count the decoded rows
+        size += b.nbytes
+        if size > cap:
+            raise InputTooLarge(f"its rows expand to more than {cap >> 20} MiB when decoded ({more})")
+        batches.append(b)
+    return pa.Table.from_batches(batches, schema=f.schema_arrow)
 
 # %% ../nbs/00a_guards.ipynb #f52ec14e
 @contextlib.contextmanager
