@@ -401,7 +401,7 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
             elif set(cond.original["id"]) != set(original["id"]):
                 raise AuditError(f"{path}: its items differ from those of the first conditions file (ids); "
                                  "audit files of the same items together, or run them separately (conditions)")
-            else:  # the same ids are not the same items: row-number ids repeat across unrelated files
+            elif cond.original is not original:  # the same ids are not the same items: row numbers repeat
                 _same_originals(path, first, cond.original, original)
             if name in out:
                 raise AuditError(f"{path}: condition {name!r} comes from two files; rename one with a mapping "
