@@ -733,6 +733,9 @@ def resolve_audit_args(given: dict) -> dict:
         args["perturbations"] = "none"  # a file's conditions are the audit; built-ins only when asked for
     if not args.get("data") and not args.get("conditions"):
         raise CLIError("no data given: pass --data FILE (or 'sample') or --conditions FILE", "--data")
+    if args.get("data") and args.get("conditions"):  # the files hold their own original pairs: --data would be ignored
+        raise CLIError("give --data or --conditions, not both: a conditions file or pack holds its own original "
+                       "pairs; audit the data with --data alone, or the files with --conditions alone", "--conditions")
     if not args["model"] and not args["scorer"] and not args.get("endpoint"):
         raise CLIError("no scorer given: pass --model DIR_OR_HUB_ID and/or --scorer overlap|length|noise|FILE",
                        "--model/--scorer")
@@ -1039,11 +1042,34 @@ def _locked_run(args: dict, progress: bool) -> int:
     from reward_auditor.audit import check_writable
     from reward_auditor.safety import RunLock
     import warnings
-    check_writable(args["out"])
-    with RunLock(args["out"]), warnings.catch_warnings():
+    out = Path(args["out"]).absolute()
+    new = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder this run makes
+    check_writable(out)
+    with RunLock(out), warnings.catch_warnings():
         for pattern in MANIFEST_REPEATS:  # said once, with the manifest's counts, after the run
             warnings.filterwarnings("ignore", message=pattern)
-        return run_audit(args, progress=progress)
+        try:
+            return run_audit(args, progress=progress)
+        except BaseException:
+            if new is not None:  # refused before anything was written: the folders it made go, lock still held
+                _remove_if_unwritten(new)
+            raise
+
+
+def _remove_if_unwritten(top: Path) -> None:
+    "Remove the folder `top` if it holds nothing but empty folders and the run lock's file (a run that wrote nothing)."
+    from reward_auditor.safety import LOCK_FILE
+    walk = list(os.walk(top, topdown=False))
+    if any(f != LOCK_FILE for _, _, files in walk for f in files) or any(
+            os.path.islink(os.path.join(d, s)) for d, subs, _ in walk for s in subs):
+        return
+    try:
+        for d, _, files in walk:
+            for f in files:
+                os.unlink(os.path.join(d, f))
+            os.rmdir(d)
+    except OSError:  # the refusal is what the user must see, not a failed tidy-up
+        pass
 
 
 def cmd_audit(ns) -> int:
@@ -1063,7 +1089,7 @@ def cmd_perturb(ns) -> int:
     out = Path(ns.out)
     if out.suffix not in (".jsonl", ".csv", ".parquet"):
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
-    check_writable(out.parent)
+    check_writable(out.parent, create=False)  # made when the file is written: a refused run leaves no folder
     data = data_from(data_spec(vars(ns)), errors="drop" if ns.drop_invalid else "raise", seed=ns.seed)
     try:
         names = perturbation_names(ns.perturbations)
@@ -1138,7 +1164,7 @@ def _check_out(ns) -> None:
     if ns.out:
         from reward_auditor.audit import check_writable
         p = Path(ns.out)
-        check_writable(p.parent if p.suffix in (".csv", ".parquet") else p)
+        check_writable(p.parent if p.suffix in (".csv", ".parquet") else p, create=False)  # made when written
 
 
 def _emit(result, ns) -> int:
@@ -1228,7 +1254,7 @@ def cmd_compare(ns) -> int:
     from reward_auditor.audit import AuditResult, check_writable
     from reward_auditor.compare import compare
     from reward_auditor.report import comparison_page
-    out = check_writable(ns.out)
+    out = check_writable(ns.out, create=False)  # made by the save: a refused comparison leaves no folder
     results = [AuditResult.load(r) for r in ns.runs]
     models = [m.strip() for m in ns.models.split(",") if m.strip()] if ns.models else None
     cmp = compare(results if len(results) > 1 else results[0], on=ns.on, multiplicity=ns.multiplicity,
