@@ -1040,10 +1040,11 @@ def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progres
 def _locked_run(args: dict, progress: bool) -> int:
     "`run_audit` holding the lock on --out from the saved arguments to the report: one run per folder."
     from reward_auditor.audit import check_writable
-    from reward_auditor.safety import RunLock
+    from reward_auditor.safety import LOCK_FILE, RunLock
     import warnings
     out = Path(args["out"]).absolute()
     new = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder this run makes
+    before = set(os.listdir(out)) if new is None and out.is_dir() else None
     check_writable(out)
     with RunLock(out), warnings.catch_warnings():
         for pattern in MANIFEST_REPEATS:  # said once, with the manifest's counts, after the run
@@ -1051,8 +1052,13 @@ def _locked_run(args: dict, progress: bool) -> int:
         try:
             return run_audit(args, progress=progress)
         except BaseException:
-            if new is not None:  # refused before anything was written: the folders it made go, lock still held
-                _remove_if_unwritten(new)
+            try:  # refused before anything was written: what it made goes again, the lock still held
+                if new is not None:
+                    _remove_if_unwritten(new)
+                elif before is not None and set(os.listdir(out)) - before == {LOCK_FILE}:  # an existing folder
+                    (out / LOCK_FILE).unlink()
+            except OSError:  # the refusal is what the user must see, not a failed tidy-up
+                pass
             raise
 
 
@@ -1063,13 +1069,10 @@ def _remove_if_unwritten(top: Path) -> None:
     if any(f != LOCK_FILE for _, _, files in walk for f in files) or any(
             os.path.islink(os.path.join(d, s)) for d, subs, _ in walk for s in subs):
         return
-    try:
-        for d, _, files in walk:
-            for f in files:
-                os.unlink(os.path.join(d, f))
-            os.rmdir(d)
-    except OSError:  # the refusal is what the user must see, not a failed tidy-up
-        pass
+    for d, _, files in walk:
+        for f in files:
+            os.unlink(os.path.join(d, f))
+        os.rmdir(d)
 
 
 def cmd_audit(ns) -> int:

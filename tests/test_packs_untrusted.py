@@ -194,3 +194,13 @@ def test_refused_perturb_makes_no_folder(capsys, tmp_path):
     rc, out = _run(capsys, "perturb", "--data", bad, "--perturbations", "EF", "--out", tmp_path / "new" / "c.jsonl")
     assert rc == 2 and str(bad) in _one_line(out.err), out.err
     assert not (tmp_path / "new").exists()
+
+
+def test_refused_audit_leaves_an_existing_folder_as_it_was(capsys, tmp_path):
+    "--out an existing empty folder: a refused audit leaves no lock file behind there either."
+    bad, run = tmp_path / "bad.jsonl", tmp_path / "run"
+    bad.write_text('{"prompt": "p", "chosen": "a"}\n')
+    run.mkdir()
+    rc, out = _run(capsys, "audit", "--data", bad, "--out", run, *B)
+    assert rc == 2 and str(bad) in _one_line(out.err), out.err
+    assert list(run.iterdir()) == []
