@@ -335,7 +335,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "naming how many, instead of stopping at the first")
     g.add_argument("--conditions", nargs="+", default=S, metavar="FILE",
                    help="externally perturbed files of the same items (the paper's *_prompt_disturbance.json and "
-                        "*_response_disturbance.json, RM-Bench files) to audit; their original items are the data")
+                        "*_response_disturbance.json, RM-Bench files, perturb's packs) to audit; their original "
+                        "items are the data, so not with --data")
     g.add_argument("--mapping", default=S, type=_mapping,
                    help="names of the --conditions columns: 'default' (what the variant holds: LE, LE+SP, ST, LC, "
                         "LE+SLC), 'paper' (the paper's labels ST, LE, SP, LC, SLC) or a JSON object column -> name")

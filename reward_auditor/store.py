@@ -431,7 +431,8 @@ def _check_pack_part(path, name: str, part: pd.DataFrame, rows: np.ndarray, ids:
             bad = [i for i, v in enumerate(part[f].tolist()) if not isinstance(v, str)]
             if bad:
                 v = part[f].iloc[bad[0]]
-                what = "no text (null)" if v is None or (isinstance(v, float) and v != v) else f"{type(v).__name__} {str(v)[:20]!r}, not text"
+                what = ("no text (null)" if v is None or (isinstance(v, float) and v != v)
+                        else f"{type(v).__name__} {str(v)[:20]!r}, not text")
                 raise _pack_problem(path, f"condition {name!r} has {what}", rows[bad[0]], f)
     if "changed" in part.columns:
         bad = [i for i, v in enumerate(part["changed"].tolist()) if not isinstance(v, (bool, np.bool_))]
