@@ -204,3 +204,12 @@ def test_refused_audit_leaves_an_existing_folder_as_it_was(capsys, tmp_path):
     rc, out = _run(capsys, "audit", "--data", bad, "--out", run, *B)
     assert rc == 2 and str(bad) in _one_line(out.err), out.err
     assert list(run.iterdir()) == []
+
+
+def test_audit_refuses_a_condition_named_orig_from_python():
+    "audit(conditions={'orig': ...}): the name of the original pairs is not a condition's, whatever the source."
+    from reward_auditor.audit import AuditError, audit, make_conditions
+    data = load_sample().head(8)
+    conds, _ = make_conditions(data, ["EF"], seed=0)
+    with pytest.raises(AuditError, match="named 'orig'"):
+        audit(data, "length", None, conditions={"orig": conds["EF"]}, permutations=50, progress=False)
