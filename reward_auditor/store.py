@@ -455,7 +455,7 @@ def read_pack(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict]]:
     except Exception:
         raise _pack_problem(path, "its header (schema metadata) is not that of a pack written by `perturb`") from None
     frame = table.to_pandas()
-    need = ["perturbation", *columns, *(f"original_{f}" for f in _TEXT_FIELDS if f in columns)]
+    need = ["perturbation", *columns]
     missing = [c for c in need if c not in frame.columns]
     if missing:
         raise _pack_problem(path, f"has no column {missing[0]!r}")
@@ -490,8 +490,8 @@ def read_pack(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict]]:
     for f in _TEXT_FIELDS:
         if f in original.columns:
             if f"original_{f}" not in first.columns:  # a pack from before the step lists were kept
-                raise ValueError(f"{path}: the pack does not keep the original {f} (column original_{f}); make the "
-                                 "pack again with this version (reward-auditor perturb --out)")
+                raise _pack_problem(path, f"the pack does not keep the original {f} (column original_{f}); make "
+                                    "the pack again with this version (reward-auditor perturb --out)")
             original[f] = ([[str(x) for x in v] for v in first[f"original_{f}"]] if f.endswith("_steps")
                            else first[f"original_{f}"])
     original.attrs.update(meta.get("attrs") or {})
