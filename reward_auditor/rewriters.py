@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
 from .guards import (DeadlineExceeded, RedirectRefused, ResponseTooLarge, http_exchange, mask_secrets,
-                                   register_secret)
+                                   register_secret, shown)
 from .resources import MissingResourceError, cache_dir
 
 # %% auto #0
@@ -503,7 +503,7 @@ class OpenAIRewriter(CachedRewriter):
             else:
                 if status < 300:
                     return self._content(url, raw)
-                err = f"HTTP {status}: {' '.join(raw.decode('utf-8', 'replace').split())[:300]}"
+                err = f"HTTP {status}: {shown(raw.decode('utf-8', 'replace'), 300)}"
                 if status not in (408, 409, 429) and status < 500:
                     break
             time.sleep(min(30.0, 0.5 * 2 ** attempt))
@@ -516,7 +516,10 @@ class OpenAIRewriter(CachedRewriter):
             content = json.loads(raw)["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise RewriterError(f"{url} replied without choices[0].message.content ({type(e).__name__}): "
-                                f"{' '.join(raw.decode('utf-8', 'replace').split())[:200]}") from None
+                                f"{shown(raw.decode('utf-8', 'replace'), 200)}") from None
+        except RecursionError:
+            raise RewriterError(f"{url} replied with JSON nested too deeply to read ({len(raw)} bytes beginning "
+                                f"{shown(raw[:60].decode('utf-8', 'replace'), 60)})") from None
         if not isinstance(content, str):
             raise RewriterError(f"{url} replied with a {type(content).__name__} as the rewritten text, not a string")
         return content
