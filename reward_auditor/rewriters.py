@@ -363,15 +363,14 @@ def apertium_translator(pair: str = "eng-spa", split: int | None = None) -> Aper
 
 # %% ../nbs/04c_rewriters.ipynb #0cde0da8
 def model_fingerprint(model_dir: str | Path) -> str:
-    "Short hash of a model folder: config.json and the sizes and first MiB of its weight files."
+    "Short hash of a model folder: name, size and whole-file sha256 of config.json and of each weight file."
+    from reward_auditor.store import file_digest  # remembered by path, size and mtime: a large file is hashed once
     d, h = Path(model_dir), hashlib.sha256()
     if not d.is_dir():
         return hashlib.sha256(str(model_dir).encode()).hexdigest()[:16]
     for f in sorted(d.iterdir()):
-        if f.name == "config.json" or f.suffix in (".safetensors", ".bin"):
-            h.update(f.name.encode()); h.update(str(f.stat().st_size).encode())
-            with open(f, "rb") as fh:
-                h.update(fh.read(1 << 20))
+        if f.is_file() and (f.name == "config.json" or f.suffix in (".safetensors", ".bin")):
+            h.update(f"{f.name}\0{f.stat().st_size}\0{file_digest(f)}\n".encode())
     return h.hexdigest()[:16]
 
 
