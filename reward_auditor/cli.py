@@ -683,12 +683,12 @@ def _was_set(key: str, value: Any) -> bool:
 
 
 def _flags(keys: Sequence[str], saved: dict) -> str:
-    "The options `keys` with their saved values, as a user would type them (control characters removed)."
-    from reward_auditor.safety import plain_line
+    "The options `keys` with their saved values, as a user would type them (printable, masked, then cut)."
+    from reward_auditor.guards import shown
     def one(k):
         v = saved[k]
-        vals = "" if v is True else " " + " ".join(map(str, v if isinstance(v, list) else [v]))
-        return plain_line(f"--{k.replace('_', '-')}{vals[:300]}")
+        vals = "" if v is True else " ".join(map(str, v if isinstance(v, list) else [v]))
+        return f"--{k.replace('_', '-')}" + (" " + shown(vals, 300) if vals else "")
     return " ".join(one(k) for k in keys)
 
 
@@ -719,9 +719,9 @@ def resolve_audit_args(given: dict) -> dict:
         given = _absolute_paths(given)
         for k, v in given.items():  # what is computed may not change; how, where from and with what may
             if k in (*RESUME_TAKES, *RESUME_CHECKS) and k in saved and saved[k] != v:
-                from reward_auditor.safety import plain_line
-                raise CLIError(f"--{k.replace('_', '-')} {plain_line(repr(v))[:200]} differs from the saved run's "
-                               f"{plain_line(repr(saved[k]))[:200]}; drop it to resume, or use a new --out", str(f))
+                from reward_auditor.guards import shown
+                raise CLIError(f"--{k.replace('_', '-')} {shown(repr(v), 200)} differs from the saved run's "
+                               f"{shown(repr(saved[k]), 200)}; drop it to resume, or use a new --out", str(f))
         saved = {k: saved[k] for k in RESUME_TAKES if k in saved}  # the allow-list: nothing else is taken
     args = {**AUDIT_DEFAULTS, **saved, **given, "out": str(out)}
     if args.get("preset") == "paper-code":  # the official code tests one tail; its output has no IMPROVES

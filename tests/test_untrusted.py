@@ -278,3 +278,14 @@ def test_a_served_model_id_with_escapes_reaches_the_terminal_as_text():
     assert _unprintable(json.dumps(served_identity(f"x{ESCAPES}", {"root": ESCAPES}, None, "tok"),
                                    ensure_ascii=False)) == []
     assert _unprintable(error_line(ValueError(f"server said {ESCAPES}\nsecond line"))) == []
+
+
+def test_a_url_password_across_the_cut_of_a_resume_refusal_leaves_none_of_its_characters(tmp_path, capsys):
+    "run.json's saved endpoint is quoted when resuming needs it again: masked first, then cut at 300 characters."
+    out = tmp_path / "run"
+    out.mkdir()
+    url = "https://user:" + "p" * 280 + "Pa55wordAcrossTheCut@gpu-node/v1"   # the password crosses character 300
+    (out / ra_cli.RUN_FILE).write_text(json.dumps({"endpoint": url}))
+    code, err = run_main(capsys, "audit", "--out", out, "--resume", "--scorer", "length", "-q")
+    assert code == 2 and "resuming needs" in err and "--endpoint" in err, err
+    assert "Pa55" not in err and "ppppp" not in err, err[-200:]
