@@ -25,9 +25,9 @@ from .scorer_kinds import (FALLBACK_MAX_LENGTH, HFScorer, JudgeScorer, Pointwise
                                          truncate_ids, unpack_encoded)
 
 # %% auto #0
-__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'quote_answer', 'finite_number', 'EndpointClient', 'served_identity',
-           'served_name', 'served_max_length', 'classify_rewards', 'EndpointRewardScorer', 'EndpointJudgeScorer',
-           'EndpointChatJudgeScorer']
+__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'MAX_JSON_DEPTH', 'EndpointError', 'quote_answer', 'finite_number', 'nested_deeper',
+           'EndpointClient', 'served_identity', 'served_name', 'served_max_length', 'classify_rewards',
+           'EndpointRewardScorer', 'EndpointJudgeScorer', 'EndpointChatJudgeScorer']
 
 # %% ../nbs/06b_endpoints.ipynb #9dc5be39
 class EndpointError(ScorerError):
@@ -56,6 +56,18 @@ def finite_number(v) -> float | None:
 
 API_KEY_ENV = "REWARD_AUDITOR_API_KEY"
 RETRY_STATUS = (429, 500, 502, 503, 504)
+MAX_JSON_DEPTH = 64   # no answer a scorer reads nests deeper than a handful of levels
+
+
+def nested_deeper(obj, limit: int = MAX_JSON_DEPTH) -> bool:
+    "True when a parsed JSON value nests lists and objects more than `limit` levels deep (walked without recursion)."
+    stack = [(obj, 1)] if isinstance(obj, (list, dict)) else []
+    while stack:
+        o, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((v, depth + 1) for v in (o.values() if isinstance(o, dict) else o) if isinstance(v, (list, dict)))
+    return False
 
 
 class EndpointClient:
@@ -121,6 +133,8 @@ class EndpointClient:
         "The JSON object a server answered, or an EndpointError quoting what it sent instead."
         try:
             out = json.loads(body)
+            if nested_deeper(out):  # parsed, but too deep to quote or walk safely: refused like an unparsable one
+                raise RecursionError
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise EndpointError(f"{url} answered with something that is not JSON ({e}): "
                                 f"{quote_answer(body.decode('utf-8', 'replace'))}") from None
@@ -133,8 +147,12 @@ class EndpointClient:
         return out
 
     def models(self) -> list[dict]:
-        "The served models (`GET /v1/models`)."
-        return list(self.request("/v1/models").get("data", []))
+        "The served models (`GET /v1/models`): a list of objects, else an EndpointError quoting the answer."
+        data = self.request("/v1/models").get("data", [])
+        if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+            raise EndpointError(f"{self.url}/v1/models answered a model list that is not a list of objects: "
+                                f"{quote_answer(data)}")
+        return data
 
     def options(self) -> dict:
         "The client's settings as keyword arguments (for rebuilding it elsewhere); the key's variable name, not the key."

@@ -389,3 +389,15 @@ def test_deeply_nested_json_from_a_rewriter_is_a_rewriter_error_naming_the_serve
         with pytest.raises(RewriterError, match="nested too deeply") as info:
             rw.rewrite(["text"], "rewrite")
     assert f"{url}/v1/chat/completions" in str(info.value)
+
+
+@pytest.mark.parametrize("answer", [b'{"data": ' + b"[" * 980 + b"]" * 980 + b"}",   # parses, too deep to quote
+                                    b'{"data": "one model"}', b'{"data": [1, 2]}', b'{"data": 7}'])
+def test_a_malformed_model_list_is_exit_2_naming_the_server(answer, capsys):
+    from reward_auditor.cli import main
+    with serve({"/v1/models": lambda h, b: (200, {"Content-Type": "application/json"}, answer)}) as (url, _):
+        code = main(["audit", "--data", "sample", "--endpoint", url, "--perturbations", "EF", "-q", "--no-report",
+                     "--out", os.devnull + "-unused"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{url}/v1/models" in err and "--endpoint" in err, err
+    assert "internal error" not in err
