@@ -658,7 +658,8 @@ def split_command(run_dir: str | Path) -> str:
         assert isinstance(saved, dict)
     except (OSError, ValueError, AssertionError):
         return "audit the data again with --by turns (by='turns' in Python) and the run's score cache"
-    q = lambda v: shlex.quote(str(v))
+    from reward_auditor.guards import shown
+    q = lambda v: shlex.quote(shown(v))  # run.json is the folder's text: printable only, no escape sequence
     as_list = lambda v: v if isinstance(v, list) else [] if v in (None, "") else [v]
     parts = ["reward-auditor audit"]
     for flag in ("data", "conditions"):
