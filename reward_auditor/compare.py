@@ -21,12 +21,13 @@ from scipy import stats as sps
 
 from . import multiplicity as ra_multiplicity
 from . import stats as ra_stats
+from .paired import _wilson, compact_letters, mcnemar, newcombe_ci, rank_intervals  # noqa: F401
 
 # %% auto #0
 __all__ = ['VERDICTS', 'ON', 'ROBUSTNESS_COLUMNS', 'ACCURACY_COLUMNS', 'RANK_COLUMNS', 'CompareError', 'model_pairs', 'correct',
-           'decision_flips', 'family_seed', 'cluster_rows', 'pair_signflip', 'dz_columns', 'dz_interval', 'mcnemar',
-           'newcombe_ci', 'rank_intervals', 'compact_letters', 'check_same_items', 'merge_runs', 'run_clusters',
-           'item_cubes', 'item_cube', 'Comparison', 'detectability_warnings', 'compare', 'SimulatedRun', 'simulate_run']
+           'decision_flips', 'family_seed', 'cluster_rows', 'pair_signflip', 'dz_columns', 'dz_interval',
+           'check_same_items', 'merge_runs', 'run_clusters', 'item_cubes', 'item_cube', 'Comparison',
+           'detectability_warnings', 'compare', 'SimulatedRun', 'simulate_run']
 
 # %% ../nbs/02d_compare.ipynb #c91e3891
 class CompareError(ValueError):
@@ -184,80 +185,6 @@ def dz_interval(dz: np.ndarray, n: np.ndarray, level: float = 0.95) -> tuple[np.
         if m >= 2 and not np.isnan(e):
             lo[k], hi[k] = ra_stats.nct_ci(float(e) * math.sqrt(m), int(m), level)
     return lo.reshape(dz.shape), hi.reshape(dz.shape)
-
-# %% ../nbs/02d_compare.ipynb #d5ca9961
-def mcnemar(b, c, mid_p: bool = False):
-    "Exact two-sided McNemar p-value from the discordant counts (array-friendly); `mid_p` for the mid-p variant."
-    b, c = np.asarray(b, np.int64), np.asarray(c, np.int64)
-    n, k = b + c, np.minimum(b, c)
-    with np.errstate(invalid="ignore"):
-        p = 2.0 * sps.binom.cdf(k, n, 0.5)
-        if mid_p:
-            p = p - sps.binom.pmf(k, n, 0.5)
-    p = np.where(n == 0, 1.0, np.minimum(p, 1.0))
-    return float(p) if p.ndim == 0 else p
-
-
-def _wilson(x, n, z):
-    p = x / n
-    centre = (2 * x + z * z) / (2 * (n + z * z))
-    half = z * np.sqrt(z * z + 4 * x * (1 - p)) / (2 * (n + z * z))
-    return centre - half, centre + half
-
-
-def newcombe_ci(both, a_only, b_only, neither, level: float = 0.95):
-    "Newcombe's (1998, method 10) score interval for the paired difference acc_A − acc_B = (a_only − b_only)/n."
-    a, b, c, d = (np.asarray(x, np.float64) for x in (both, a_only, b_only, neither))
-    n = a + b + c + d
-    z = sps.norm.ppf(0.5 + level / 2)
-    with np.errstate(invalid="ignore", divide="ignore"):              # n = 0 gives NaN limits
-        p1, p2 = (a + b) / n, (a + c) / n
-        l1, u1 = _wilson(a + b, n, z)
-        l2, u2 = _wilson(a + c, n, z)
-        denom = (a + b) * (c + d) * (a + c) * (b + d)
-        phi = np.where(denom > 0, (a * d - b * c) / np.sqrt(np.where(denom > 0, denom, 1.0)), 0.0)
-        diff = p1 - p2
-        lo = diff - np.sqrt(np.maximum((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0))
-        hi = diff + np.sqrt(np.maximum((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0))
-    return np.maximum(lo, -1.0), np.minimum(hi, 1.0)
-
-# %% ../nbs/02d_compare.ipynb #b1eb9424
-def rank_intervals(models: Sequence[str], accuracy: Sequence[float], better: np.ndarray) -> pd.DataFrame:
-    "Rank (1 = best; ties share the best rank) and simultaneous interval; `better[i, j]`: i significantly beats j."
-    acc = np.asarray(accuracy, np.float64)
-    better = np.asarray(better, bool)
-    K = len(models)
-    rank = sps.rankdata(-np.nan_to_num(acc, nan=-np.inf), method="min").astype(np.int64)
-    return pd.DataFrame({"model": list(models), "accuracy": acc, "rank": rank,
-                         "rank_low": 1 + better.sum(axis=0), "rank_high": K - better.sum(axis=1)})
-
-
-def compact_letters(models: Sequence[str], accuracy: Sequence[float], different: np.ndarray) -> list[str]:
-    "Compact letter display: models sharing a letter are not significantly different; 'a' goes to the best model."
-    K = len(models)
-    different = np.asarray(different, bool)
-    sets = [frozenset(range(K))]
-    for i in range(K):
-        for j in range(i + 1, K):
-            if not different[i, j]:
-                continue
-            new = []
-            for s in sets:
-                if i in s and j in s:
-                    new += [s - {i}, s - {j}]
-                else:
-                    new.append(s)
-            new = list(dict.fromkeys(new))
-            sets = [s for s in new if s and not any(s < t for t in new)]
-    order = np.argsort(-np.nan_to_num(np.asarray(accuracy, np.float64), nan=-np.inf), kind="stable")
-    pos = {m: r for r, m in enumerate(order)}
-    sets.sort(key=lambda s: (min(pos[m] for m in s), sorted(pos[m] for m in s)))
-    alphabet = [chr(97 + k) for k in range(26)] + [f"{chr(97 + k // 26)}{chr(97 + k % 26)}" for k in range(26 * 26)]
-    letters = ["" for _ in range(K)]
-    for k, s in enumerate(sets):
-        for m in sorted(s):
-            letters[m] += alphabet[k]
-    return letters
 
 # %% ../nbs/02d_compare.ipynb #65cc3320
 def _unique(col) -> list[str]:

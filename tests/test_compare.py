@@ -267,3 +267,67 @@ def test_a_clustered_run_is_compared_and_calibrated_by_its_clusters_from_its_fol
     assert cal.settings["n_clusters"] == 20 and cal_pairs.settings["n_clusters"] == 80
     pd.testing.assert_frame_equal(cal.table, cal_given.table, check_dtype=False)
     assert not np.allclose(cal.table["ece_high"], cal_pairs.table["ece_high"], equal_nan=True)
+
+
+def _newcombe10(a, b, c, d, z=1.959963984540054):
+    "Newcombe (1998) method 10 for paired proportions, written from the paper's description, one table at a time."
+    n = a + b + c + d
+
+    def wilson(x):
+        p = x / n
+        root = math.sqrt(z * z + 4 * n * p * (1 - p))
+        return (2 * n * p + z * z - z * root) / (2 * (n + z * z)), (2 * n * p + z * z + z * root) / (2 * (n + z * z))
+
+    p1, p2 = (a + b) / n, (a + c) / n
+    (l1, u1), (l2, u2) = wilson(a + b), wilson(a + c)
+    e, f, g, h = a + b, c + d, a + c, b + d
+    if 0 in (e, f, g, h):
+        psi = 0.0
+    else:
+        A = a * d - b * c
+        C = A - n / 2 if A > n / 2 else (0.0 if A >= 0 else A)
+        psi = C / math.sqrt(e * f * g * h)
+    dl, du = p1 - l1, u2 - p2
+    el, eu = u1 - p1, p2 - l2
+    delta = math.sqrt(max(dl * dl - 2 * psi * dl * du + du * du, 0.0))
+    eps = math.sqrt(max(el * el - 2 * psi * el * eu + eu * eu, 0.0))
+    return max(p1 - p2 - delta, -1.0), min(p1 - p2 + eps, 1.0)
+
+
+@pytest.mark.parametrize("table, want", [((1, 0, 0, 1), (-0.573, 0.573)), ((59, 6, 16, 80), (-0.1186, -0.0046)),
+                                         ((50, 12, 4, 34), (0.0009, 0.1570))])
+def test_newcombe_is_the_published_method_10(table, want):
+    # the published values (Newcombe's book code, biostatUZH): the plain phi gave (0, 0), (-0.1174, -0.0059) and
+    # (0.0034, 0.1546) on these tables
+    lo, hi = C.newcombe_ci(*table)
+    assert math.isclose(float(lo), want[0], abs_tol=5e-4) and math.isclose(float(hi), want[1], abs_tol=5e-4)
+    assert (float(lo), float(hi)) == pytest.approx(_newcombe10(*table), abs=1e-12)
+
+
+def test_newcombe_matches_an_independent_transcription_on_many_tables():
+    g = np.random.default_rng(11)
+    tabs = np.vstack([g.multinomial(int(n), g.dirichlet(np.ones(4)), size=1) for n in g.integers(1, 200, 300)]
+                     + [np.array(t) for t in [(0, 0, 0, 5), (5, 0, 0, 0), (0, 3, 0, 0), (2, 0, 3, 0), (0, 1, 1, 0)]])
+    lo, hi = C.newcombe_ci(*tabs.T)
+    want = np.array([_newcombe10(*map(int, t)) for t in tabs])
+    np.testing.assert_allclose(np.c_[lo, hi], want, atol=1e-12)
+
+
+def test_newcombe_exact_coverage_is_near_nominal():
+    from reward_auditor.paired import exact_coverage
+    cov = [exact_coverage(n, p) for n, p in [(30, (0.45, 0.2, 0.05, 0.3)), (40, (0.25, 0.25, 0.25, 0.25))]]
+    assert all(0.94 <= c <= 0.97 for c in cov), cov
+
+
+@pytest.mark.parametrize("b, c, want", [(3, 3, 0.84375), (1, 1, 0.75)])
+def test_mcnemar_mid_p_at_equal_counts(b, c, want):
+    assert C.mcnemar(b, c, mid_p=True) == pytest.approx(want, abs=1e-12)
+
+
+def test_mcnemar_mid_p_is_the_enumerated_mid_p():
+    for n in range(1, 25):
+        pmf = sps.binom.pmf(np.arange(n + 1), n, 0.5)
+        for b in range(n + 1):
+            less = pmf < pmf[b] * (1 - 1e-9)
+            same = np.abs(pmf - pmf[b]) <= pmf[b] * 1e-9
+            assert C.mcnemar(b, n - b, mid_p=True) == pytest.approx(pmf[less].sum() + 0.5 * pmf[same].sum(), abs=1e-12)
