@@ -331,3 +331,74 @@ def test_mcnemar_mid_p_is_the_enumerated_mid_p():
             less = pmf < pmf[b] * (1 - 1e-9)
             same = np.abs(pmf - pmf[b]) <= pmf[b] * 1e-9
             assert C.mcnemar(b, n - b, mid_p=True) == pytest.approx(pmf[less].sum() + 0.5 * pmf[same].sum(), abs=1e-12)
+
+
+def _edited_run(src, dst, **settings):
+    "A copy of a saved run folder whose manifest records other settings (the frames are untouched)."
+    import shutil
+    shutil.copytree(src, dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    m["settings"].update(settings)
+    (dst / "manifest.json").write_text(json.dumps(m))
+    return dst
+
+
+@pytest.mark.parametrize("field, value", [("permutations", 1e9), ("seed", "abc"), ("alpha", 3), ("scale", "log")])
+def test_cli_compare_and_calibration_refuse_a_run_folders_bad_settings(runs, tmp_path, capsys, field, value):
+    run = _edited_run(runs / "both", tmp_path / "run", **{field: value})
+    for argv in (["compare", str(run), "--out", str(tmp_path / "cmp")], ["calibration", str(run), "--n-boot", "10"]):
+        if argv[0] == "calibration" and field in ("alpha", "scale"):
+            continue                          # calibration reads the run's permutations and seed only
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2, (argv[0], err)
+        assert err.count("\n") == 1 and f"settings.{field}" in err and "manifest.json" in err, err
+
+
+def test_report_refuses_a_run_folders_bad_settings_before_rendering(runs, tmp_path, capsys):
+    run = _edited_run(runs / "both", tmp_path / "run", seed="abc")
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "settings.seed" in err and not (tmp_path / "rep" / "report.html").exists()
+
+
+def test_cli_compare_refuses_runs_whose_subsets_differ(runs, tmp_path, capsys):
+    # the same items and texts, audited once per subset and once split by turns: every test would have n = 0
+    assert main(["audit", "--data", "sample", "--scorer", "overlap", "--perturbations", "EF,LE", "--permutations",
+                 "300", "--by", "turns", "--out", str(tmp_path / "turns"), "--no-report", "-q"]) == 0
+    capsys.readouterr()
+    code = main(["compare", str(runs / "both"), str(tmp_path / "turns"), "--out", str(tmp_path / "cmp")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "subset" in err and "--by turns" in err, err
+    assert not (tmp_path / "cmp" / "comparison.json").exists()
+
+
+def test_a_comparison_with_no_tested_item_is_refused_and_an_empty_subset_left_out():
+    run = C.simulate_run(("A", "B"), n=40, perturbations=("EF",), subsets=("chat", "math"), seed=2, B=200)
+    gone = (run.items["model"] == "B") & (run.items["subset"] == "math")
+    partial = C.SimulatedRun(run.items[~gone].reset_index(drop=True), run.table, run.manifest, run.texts)
+    cmp = C.compare(partial)
+    assert set(cmp.robustness["subset"]) == set(cmp.accuracy["subset"]) == {"chat"} and (cmp.accuracy["n"] > 0).all()
+    assert any("subset math: no item was scored by every compared model" in w for w in cmp.warnings)
+    items = run.items.copy()
+    items.loc[items["model"] == "B", "subset"] = items.loc[items["model"] == "B", "subset"] + " · multi-turn"
+    with pytest.raises(C.CompareError, match="nothing to compare"):
+        C.compare(C.SimulatedRun(items, run.table, run.manifest, run.texts))
+
+
+def test_comparison_carries_truncation_counts_and_warns():
+    run = C.simulate_run(("A", "B"), n=30, perturbations=("EF",), seed=4, B=200)
+    def cells(cut, answer):                # what the audit records: subset (and 'all') -> condition -> counts
+        return {s: {c: {"truncated": cut, "answer_cut": answer, "history_cut": 0, "n": 30} for c in ("orig", "EF")}
+                for s in ("chat", "all")}
+    run.manifest["truncation"] = {"A": {"max_length": 16, "texts_over_limit": 60, "texts": 60, "cells": cells(30, 5)},
+                                  "B": {"max_length": 512, "texts_over_limit": 0, "texts": 60, "cells": cells(0, 0)}}
+    cmp = C.compare(run)
+    assert cmp.settings["truncation"]["A"]["cells"]["chat"]["orig"]["truncated"] == 30
+    warn = [w for w in cmp.warnings if w.startswith("A: ")]
+    assert len(warn) == 1 and "30 of 30 original pairs truncated" in warn[0] and "every original pair was cut" in warn[0]
+    assert not any(w.startswith("B: ") for w in cmp.warnings)
+    assert (cmp.robustness["n_truncated_a"] == 30).all() and (cmp.robustness["n_truncated_b"] == 0).all()
+    acc = cmp.accuracy.set_index("condition")
+    assert acc.loc["orig", "n_truncated_a"] == 30 and acc.loc["orig", "n_truncated_b"] == 0
+    assert json.loads(json.dumps(cmp.to_json(), allow_nan=False))["settings"]["truncation"]["B"]["texts"] == 60
