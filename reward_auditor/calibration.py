@@ -21,6 +21,7 @@ from scipy import optimize, special, stats as sps
 from .calibration_inputs import (CalibrationError, SCORE_FIELDS, _audit_frames,  # noqa: F401
                                                _check_run_files, _given, _lengths, _numbers, _read_records,
                                                calibration_inputs, read_run, score_file_pairs)
+_all_ = ['SCORE_FIELDS', 'CalibrationError', 'score_file_pairs', 'read_run', 'calibration_inputs']  # as before the split
 from .heterogeneity import wilson_interval
 from .multiplicity import bh_adjust
 from .run_settings import run_settings
@@ -33,7 +34,8 @@ __all__ = ['N_BINS', 'STRATA', 'STRATA_CUTS', 'TABLE_COLUMNS', 'FRAMES', 'win_pr
            'confidence_correct', 'bin_index', 'reliability_bins', 'ece', 'resample_weights', 'basic_interval',
            'ece_interval', 'ece_band', 'TemperatureFit', 'fit_temperature', 'loss_differences', 'loss_change_tests',
            'correctness', 'spearman_interval', 'effective_n', 'length_baselines', 'length_strata',
-           'length_controlled_accuracy', 'margin_histogram', 'findings', 'CalibrationResult', 'calibration']
+           'length_controlled_accuracy', 'margin_histogram', 'findings', 'CalibrationResult', 'calibration',
+           'SCORE_FIELDS', 'CalibrationError', 'score_file_pairs', 'read_run', 'calibration_inputs']
 
 # %% ../nbs/02e_calibration.ipynb #4218c6d7
 def win_probability(margin) -> np.ndarray:

@@ -23,12 +23,14 @@ from . import multiplicity as ra_multiplicity
 from . import stats as ra_stats
 from .run_settings import run_settings
 from .paired import _wilson, compact_letters, mcnemar, newcombe_ci, rank_intervals  # noqa: F401
+_all_ = ['mcnemar', 'newcombe_ci', 'rank_intervals', 'compact_letters']   # the paired chapter's names, as before
 
 # %% auto #0
 __all__ = ['VERDICTS', 'ON', 'ROBUSTNESS_COLUMNS', 'ACCURACY_COLUMNS', 'RANK_COLUMNS', 'CompareError', 'model_pairs', 'correct',
            'decision_flips', 'family_seed', 'cluster_rows', 'pair_signflip', 'dz_columns', 'dz_interval',
            'check_same_items', 'merge_runs', 'run_clusters', 'item_cubes', 'item_cube', 'Comparison',
-           'detectability_warnings', 'truncation_summary', 'compare', 'SimulatedRun', 'simulate_run']
+           'detectability_warnings', 'truncation_summary', 'compare', 'SimulatedRun', 'simulate_run', 'mcnemar',
+           'newcombe_ci', 'rank_intervals', 'compact_letters']
 
 # %% ../nbs/02d_compare.ipynb #c91e3891
 class CompareError(ValueError):

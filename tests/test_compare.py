@@ -402,3 +402,14 @@ def test_comparison_carries_truncation_counts_and_warns():
     acc = cmp.accuracy.set_index("condition")
     assert acc.loc["orig", "n_truncated_a"] == 30 and acc.loc["orig", "n_truncated_b"] == 0
     assert json.loads(json.dumps(cmp.to_json(), allow_nan=False))["settings"]["truncation"]["B"]["texts"] == 60
+
+
+def test_names_moved_to_their_own_chapters_keep_their_old_import_paths():
+    for module, names in (("compare", {"mcnemar", "newcombe_ci", "rank_intervals", "compact_letters", "compare"}),
+                          ("calibration", {"CalibrationError", "score_file_pairs", "read_run", "calibration_inputs",
+                                           "SCORE_FIELDS", "calibration"})):
+        ns: dict = {}
+        exec(f"from reward_auditor.{module} import *", ns)
+        assert names <= set(ns), (module, names - set(ns))
+    from reward_auditor import calibration, calibration_inputs, paired
+    assert C.newcombe_ci is paired.newcombe_ci and calibration.CalibrationError is calibration_inputs.CalibrationError
