@@ -23,6 +23,7 @@ import pandas as pd
 from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, findings, findings_html,
                                   too_few_to_test)
 from . import plots
+from .run_settings import run_settings
 
 # %% auto #0
 __all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'RISK_CAPTION',
@@ -705,6 +706,7 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
             loaded = AuditResult.load(r)
         except ValueError as e:
             raise ReportError(str(e)) from None
+        run_settings(loaded.manifest, r / "manifest.json", ReportError)  # what the report reuses, checked first
         if by == "turns":
             check_split_by_turns(loaded, r)
     by = "model" if by == "turns" else by  # as the audit's --by turns: the model report of the split subsets
