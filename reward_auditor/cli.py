@@ -256,7 +256,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
-    group_weights=None, effect_ci="nct", overwrite=False, group_by=None, step_separator=None, aggregate=None,
+    group_weights=None, effect_ci="bca", overwrite=False, group_by=None, step_separator=None, aggregate=None,
     prm_threshold=None, perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None,
     semantic_check="on")
 PRM_OPTIONS = ("step_separator", "aggregate", "prm_threshold")  # only with --kind prm
@@ -415,7 +415,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="q per perturbation group for --multiplicity weighted (BH on q*p), e.g. "
                         "controlled=0.8,stylized=0.5; its FDR is measured and reported unless mean(1/q) <= 1")
     g.add_argument("--effect-ci", choices=["nct", "bca"], default=S,
-                   help="d_z interval: nct (noncentral t, assumes normal differences; default) or bca (bootstrap)")
+                   help="d_z interval: bca (bias-corrected bootstrap, over whole clusters where pairs share them; "
+                        "default) or nct (noncentral t, assumes normal differences)")
     g.add_argument("--group-by", default=S, metavar="COLUMN",
                    help="data column whose equal values form a cluster of pairs tested as one unit (default: "
                         "group_id when the data have it, else the prompt; --group-by id tests every pair alone)")
@@ -929,7 +930,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
                   preset=args["preset"], two_sided=args.get("two_sided"),
-                  group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "nct"))  # every statistical setting is checked before anything is loaded
+                  group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "bca"))  # every statistical setting is checked before anything is loaded
     data, solutions = None, None
     if args.get("data"):
         from reward_auditor.safety import check_utf8, reading
@@ -992,7 +993,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
                        two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
-                       effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
+                       effect_ci=args.get("effect_ci", "bca"), engine=make_engine(args),
                        perturb_workers=args.get("workers") or os.cpu_count(), overwrite=bool(args.get("overwrite")),
                        perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
                        semantic_check=args.get("semantic_check", "on") != "off",
