@@ -144,9 +144,17 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
     "sha256 over the canonical columns, row by row: same items in the same order → same hash."
     h = hashlib.sha256()
     hk = [ra_data.history_key(x) for x in ra_data.history_of(frame)]  # earlier turns count only where there are some
-    for row, k in zip(frame[["id", "subset", "prompt", "chosen", "rejected"]].astype(str).itertuples(index=False), hk):
-        h.update(json.dumps(list(row) + ([k] if k else []), ensure_ascii=False).encode())
+    st = _step_columns(frame)  # step-annotated solutions: the step lists are items' content too (a PRM reads them)
+    steps = zip(*([[str(x) for x in v] for v in frame[c]] for c in st)) if st else [()] * len(frame)
+    for row, k, s in zip(frame[["id", "subset", "prompt", "chosen", "rejected"]].astype(str).itertuples(index=False),
+                         hk, steps):
+        h.update(json.dumps(list(row) + ([k] if k else []) + list(s), ensure_ascii=False).encode())
     return h.hexdigest()
+
+
+def _step_columns(frame: pd.DataFrame) -> list[str]:
+    "The step-list columns of step-annotated pairs (`chosen_steps`, `rejected_steps`), none for plain pairs."
+    return [c for c in ("chosen_steps", "rejected_steps") if c in frame.columns]
 
 
 def _jsonable(x):
@@ -205,7 +213,7 @@ def store_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, turns:
 
 def _fields(side: str, turns: str, frame: pd.DataFrame) -> list[str]:
     "The columns a perturbation writes."
-    out = ["prompt"] if side == "prompt" else ["chosen", "rejected"]
+    out = ["prompt"] if side == "prompt" else ["chosen", "rejected", *_step_columns(frame)]  # a PRM reads the steps
     return out + (["history"] if side == "prompt" and turns == "all" and "history" in frame.columns else [])
 
 
@@ -233,7 +241,8 @@ def _from_store(key: str, data: pd.DataFrame, name: str, turns: str):
         return None
     new = df.copy()
     for c in cols:
-        new[c] = [json.loads(h) for h in part[c]] if c == "history" else part[c].to_numpy(object)
+        new[c] = [json.loads(h) for h in part[c]] if c == "history" else \
+            [[str(x) for x in v] for v in part[c]] if c.endswith("_steps") else part[c].to_numpy(object)
     new["changed"], new["edit_size"] = part["changed"].to_numpy(bool), part["edit_size"].to_numpy(np.int64)
     return pt.Condition(name, p.side, p.group, new, meta["record"], original=df)
 
@@ -370,6 +379,20 @@ def pack_conditions(path: str | Path) -> dict:
             for n, c in conds.items()}
 
 
+def _same_originals(path: Path, first: Path, theirs: pd.DataFrame, ours: pd.DataFrame) -> None:
+    "Refuse a conditions file whose original texts differ from the first file's for the same ids (`data_fingerprint`)."
+    def texts(frame):  # the subset is the file's own label (a domain, a file name): only the texts must agree
+        return frame.set_index(frame["id"].astype(str)).loc[ours["id"].astype(str)].reset_index(drop=True) \
+            .assign(subset="")
+    a, b = texts(theirs), texts(ours)
+    if data_fingerprint(a) == data_fingerprint(b):
+        return
+    for i in range(len(a)):  # name the first item that differs
+        if data_fingerprint(a.iloc[[i]]) != data_fingerprint(b.iloc[[i]]):
+            raise AuditError(f"{path}: item {a['id'].iloc[i]!r} has other original texts than in {first}; the files "
+                             "share ids but not items (row-number ids?): audit them separately (conditions)")
+
+
 def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = None, *, domain: str | None = None,
                     errors: str = "raise") -> tuple[pd.DataFrame, dict]:
     "Conditions from externally perturbed files (`perturbations.conditions_from_file`) → (original, {name: Condition})."
@@ -380,11 +403,16 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
         conds = pack_conditions(path) if ra_store.is_pack(path) else \
             ra_perturbations.conditions_from_file(path, _file_mapping(path, mapping), domain=domain, errors=errors)
         for name, cond in conds.items():
+            if name == "orig":  # the original pairs' own name in items.jsonl and texts.parquet
+                raise AuditError(f"{path}: a condition is named 'orig', the name of the original pairs; rename it "
+                                 "with a mapping (conditions)")
             if original is None:
-                original = cond.original
+                original, first = cond.original, path
             elif set(cond.original["id"]) != set(original["id"]):
                 raise AuditError(f"{path}: its items differ from those of the first conditions file (ids); "
                                  "audit files of the same items together, or run them separately (conditions)")
+            elif cond.original is not original:  # the same ids are not the same items: row numbers repeat
+                _same_originals(path, first, cond.original, original)
             if name in out:
                 raise AuditError(f"{path}: condition {name!r} comes from two files; rename one with a mapping "
                                  "(conditions)")
@@ -1304,6 +1332,9 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if conditions is not None and not isinstance(conditions, Mapping):
         paths = [conditions] if isinstance(conditions, (str, Path)) else list(conditions)
         source = ", ".join(map(str, paths))
+        if data is not None:  # the files carry their own original pairs: `data` would be silently ignored
+            raise AuditError(f"give data or conditions files, not both: {source} holds its own original pairs, so "
+                             "the data would not be audited (conditions)")
         from reward_auditor.safety import reading
         with reading(source, "conditions file"):  # a malformed file: one line naming it
             original, conds = file_conditions(paths, mapping, errors=errors)
@@ -1316,6 +1347,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         original = ra_data.load_preferences(data, errors=errors) if not isinstance(data, pd.DataFrame) \
             else ra_data.validate(data)
         conds = dict(conditions or {})
+        if "orig" in conds:  # the original pairs' own name in items.jsonl and texts.parquet
+            raise AuditError("a condition is named 'orig', the name of the original pairs; rename it (conditions)")
     clusters, clusters_by = item_clusters(original, group_by)   # the unit of independence of every test
     names = perturbation_names(perturbations) if perturbations is not None else []
     if isinstance(perturbations, str) and perturbations.strip().lower() == "all" and "chosen_steps" in original.columns:
@@ -1325,6 +1358,10 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         if rewriter is not None:
             perturb_options = {**(perturb_options or {}), "rewriter": rewriter}
     scorer_objs = resolve_scorers(scorers)
+    for sc in scorer_objs if "chosen_steps" in original.columns else ():  # a PRM refuses, before any perturbing,
+        if hasattr(sc, "check_lengths"):                                   # a solution it can never read
+            sc.check_lengths([*original["chosen_steps"], *original["rejected_steps"]],
+                             original["id"].astype(str).tolist() * 2)
     engine = ra_specs.engine_from(engine)
     # refuse a folder holding another dataset's run before any write (overwrite clears it); `on_start` runs once
     # every input is checked, before the first write into `out`
@@ -1473,12 +1510,19 @@ def _turn_summary(frame: pd.DataFrame) -> dict:
     return {"single_turn": int((t == 1).sum()), "multi_turn": int((t > 1).sum()), "max_user_turns": int(t.max())}
 
 
-def check_writable(path: str | Path, option: str = "--out") -> Path:
-    "Create the folder `path` and check a file can be written there, or raise AuditError naming `option`."
+def check_writable(path: str | Path, option: str = "--out", create: bool = True) -> Path:
+    """Create the folder `path` and check a file can be written there, or raise AuditError naming `option`.
+
+    `create=False` creates nothing: the nearest folder that exists must take a file (a refused command leaves no
+    empty output folder behind)."""
     path = Path(path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=path)  # a new file: never one planted there
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        elif path.exists() and not path.is_dir():
+            raise NotADirectoryError("it is not a folder")
+        probe_in = path if create else next(p for p in (path, *path.absolute().parents) if p.exists())
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=probe_in)  # a new file: never one planted there
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
