@@ -149,3 +149,13 @@ def test_report_reads_underpowered_not_robust():
     shown = risk_display(t)
     assert shown.loc[t["underpowered"].to_numpy(bool), "stars"].str.endswith("u").all()     # the mark beside the stars
     assert not shown.loc[~t["underpowered"].to_numpy(bool), "stars"].str.endswith("u").any()
+
+
+def test_model_comparison_d_z_of_no_or_one_changed_item_is_undefined():
+    "compare's d_z of D = d(A) − d(B): all zeros read 0.000 [−0.49, 0.49] at n = 16, one change ±1/√16; now NaN, no interval."
+    from reward_auditor.compare import dz_columns, dz_interval
+    X = np.c_[np.zeros(16), np.r_[np.zeros(15), 0.3], np.linspace(-1, 2, 16)]
+    dz, n = dz_columns(X)
+    lo, hi = dz_interval(dz, n)
+    assert np.isnan(dz[:2]).all() and np.isnan(lo[:2]).all() and np.isnan(hi[:2]).all()
+    assert np.isfinite([dz[2], lo[2], hi[2]]).all()
