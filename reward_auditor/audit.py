@@ -31,6 +31,7 @@ from . import scorers as ra_scorers
 from . import specs as ra_specs
 from .resources import cpu_seconds
 from .specs import dropped_record
+from . import planning as ra_planning
 from . import stats as ra_stats
 from . import store as ra_store
 
@@ -73,7 +74,7 @@ class AuditSettings:
     two_sided: bool | None = None  # None: both tails, except preset 'paper-code' (the paper's one-sided test)
     preset: str | None = None
     group_weights: dict | None = None
-    effect_ci: str = "nct"
+    effect_ci: str = "bca"
     group_by: str | None = None    # the column whose equal values form a cluster; None: group_id, else the prompt
 
     def __post_init__(self):
@@ -628,9 +629,11 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
         pmin[testable] = ra_stats.min_pvalue(n0[testable], settings.permutations, statistic=settings.statistic,
                                              p_method=settings.p_method, n=units[:Dt.shape[1]])
     rows = []
+    m_family = max(1, int(testable.sum()))   # the MDE's family: the tests BH runs over (STATS.md §19)
     for k, name in enumerate(names):
         ok = finite[:, k]
         eff = dict.fromkeys([*EFFECT_FIELDS, "effect_size"], np.nan)  # every row has the columns, tested or not
+        eff.update(effect_undefined="undefined: fewer than 2 finite pairs", mde=np.nan, icc=np.nan)
         if testable[k]:
             e = ra_stats.effect_sizes(ra_stats.confidence(mb[ok, k], settings.scale),
                                       ra_stats.confidence(ma[ok, k], settings.scale), scale=settings.scale,
@@ -638,6 +641,8 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
                                       cluster_ids=None if cl is None else cl[ok])
             eff = {f: float(getattr(e, f)) for f in EFFECT_FIELDS}
             eff["effect_size"] = eff["d_z0" if settings.effect_ddof == 0 else "d_z"]
+            eff.update(_mde_fields(D[ok, k], None if cl is None else cl[ok], m_family, settings),
+                       effect_undefined=e.undefined)
         rows.append(dict(
             perturbation=name, group=groups.get(name, "other"), n=int(ok.sum()),
             n_clusters=int(ok.sum()) if cl is None else len(set(cl[ok])), n_changed=int(ch[ok, k].sum()),
@@ -668,6 +673,17 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
     return t
 
 
+def _mde_fields(d: np.ndarray, clusters, m: int, settings: AuditSettings) -> dict:
+    "The minimum detectable d_z of one test (80% power, a family of `m` at FDR alpha); with clusters, n_eff from the ICC of `d`."
+    icc, size = 0.0, 1.0
+    if clusters is not None:
+        est = ra_planning.icc_anova(d, clusters)
+        icc = est if np.isfinite(est) else 0.0
+        size = d.size / len(set(clusters))
+    mde = ra_planning.mde(d.size, m=m, q=settings.alpha, power=0.8, cluster_size=size, icc=icc)
+    return {"mde": float(mde), "icc": float(icc) if clusters is not None else np.nan}
+
+
 def _adjust_family(p, p_less, groups, settings: AuditSettings):
     "The run's multiplicity procedure on one family, one tail (at alpha) or both (each at alpha/2)."
     try:
@@ -693,6 +709,8 @@ def decide(table: pd.DataFrame, settings: AuditSettings) -> tuple[pd.DataFrame, 
     for col in ("significant", "stars", "r_S", "verdict"):
         t[col] = rr[col].to_numpy()
     t["significant"] = t["significant"].astype(bool)
+    if "mde" in t:  # an honest "no": a cell not flagged whose MDE exceeds the margin could not have seen the margin
+        t["underpowered"] = (t["verdict"] == "NO_EVIDENCE").to_numpy() & (t["mde"].to_numpy(float) > float(margin))
     t["r_S"] = t["r_S"].astype(float) + 0.0  # no signed zeros in the table
     return t, float(margin)
 
@@ -772,8 +790,8 @@ TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_clu
                  "change_rate", "median_edit_size", "n_truncated", "n_answer_cut",
                  "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
-                 "ci_low", "ci_high",
-                 "n_nonzero", "p_min", "detectable",
+                 "ci_low", "ci_high", "effect_undefined",
+                 "n_nonzero", "p_min", "detectable", "icc", "mde", "underpowered",
                  "p", "p_adjusted", "p_by", "p_less", "p_less_adjusted", "significant", "stars", "r_S", "verdict",
                  "len_change_chosen", "len_change_rejected", "word_growth_chosen", "word_growth_rejected"]
 
@@ -1294,7 +1312,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           out: str | Path | None = None, progress: bool = True, conditions: Any = None,
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
           two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
-          effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
+          effect_ci: str = "bca", engine: Any = None, perturb_workers: int | None = None,
           errors: str = "raise", overwrite: bool = False,
           perturb_turns: str = "final", group_by: str | None = None,
           on_start: Callable[[], Any] | None = None,

@@ -28,8 +28,8 @@ __all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'EXAMPLES', '
            'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec', 'make_engine', 'data_spec', 'add_comparison',
            'run_audit', 'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
            'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta',
-           'cmd_calibration', 'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines',
-           'interrupted_line', 'main']
+           'cmd_calibration', 'cmd_models', 'cmd_compare', 'cmd_plan', 'quiet_bars', 'unknown_arguments',
+           'warning_lines', 'interrupted_line', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -266,7 +266,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
-    group_weights=None, effect_ci="nct", overwrite=False, group_by=None, step_separator=None, aggregate=None,
+    group_weights=None, effect_ci="bca", overwrite=False, group_by=None, step_separator=None, aggregate=None,
     prm_threshold=None, perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None,
     semantic_check="on")
 PRM_OPTIONS = ("step_separator", "aggregate", "prm_threshold")  # only with --kind prm
@@ -426,7 +426,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="q per perturbation group for --multiplicity weighted (BH on q*p), e.g. "
                         "controlled=0.8,stylized=0.5; its FDR is measured and reported unless mean(1/q) <= 1")
     g.add_argument("--effect-ci", choices=["nct", "bca"], default=S,
-                   help="d_z interval: nct (noncentral t, assumes normal differences; default) or bca (bootstrap)")
+                   help="d_z interval: bca (bias-corrected bootstrap, over whole clusters where pairs share them; "
+                        "default) or nct (noncentral t, assumes normal differences)")
     g.add_argument("--group-by", default=S, metavar="COLUMN",
                    help="data column whose equal values form a cluster of pairs tested as one unit (default: "
                         "group_id when the data have it, else the prompt; --group-by id tests every pair alone)")
@@ -685,6 +686,30 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("action", choices=["info", "prune"], help="info: what the store holds; prune: bound its size")
     ca.add_argument("--max-size", type=_size_arg, default=None, metavar="SIZE",
                     help="prune: the size to bring the store under, e.g. 500M or 2G (required for prune)")
+
+    pl = sub.add_parser("plan", help="pairs (or clusters) an audit needs to detect an effect, or what n pairs can detect",
+                        description="How many pairs must an audit have to detect d_z = EFFECT (or an accuracy drop) in "
+                                    "one of M perturbations at FDR Q? With --mde N: the smallest d_z N pairs detect.")
+    _common(pl)
+    pl.add_argument("--effect", type=float, default=None,
+                    help="the effect to detect: d_z (design dz) or the accuracy drop, e.g. 0.01 for one point (accuracy)")
+    pl.add_argument("--design", choices=["dz", "accuracy"], default="dz",
+                    help="dz: paired effect size (default); accuracy: accuracy drop by McNemar (needs --discordant)")
+    pl.add_argument("-m", "--perturbations", type=_positive_int("perturbations"), default=1,
+                    help="tests in the family, one per perturbation (default 1)")
+    pl.add_argument("--fdr", type=_alpha, default=0.05, help="FDR level q of the BH family (default 0.05)")
+    pl.add_argument("--power", type=_alpha, default=0.8, help="the power to reach (default 0.8)")
+    pl.add_argument("--expected", type=_positive_int("expected"), default=1,
+                    help="true effects expected among the tests (default 1: the conservative alpha q/m)")
+    pl.add_argument("--cluster-size", type=float, default=1.0, help="pairs per cluster (sharing a prompt; default 1)")
+    pl.add_argument("--icc", type=float, default=0.0, help="intra-cluster correlation of the differences (default 0)")
+    pl.add_argument("--discordant", type=float, default=None,
+                    help="accuracy: the expected share of pairs whose answer flips (right to wrong or back)")
+    pl.add_argument("--models", type=_positive_int("models"), default=1,
+                    help="models compared pairwise on the same items (default 1: an audit of one model)")
+    pl.add_argument("--mde", type=_positive_int("mde"), default=None, metavar="N",
+                    help="instead of a sample size: the minimum detectable d_z of N pairs")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
     return p
 
 # %% ../nbs/10_cli.ipynb #34f19b68
@@ -920,7 +945,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
                   preset=args["preset"], two_sided=args.get("two_sided"),
-                  group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "nct"))  # every statistical setting is checked before anything is loaded
+                  group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "bca"))  # every statistical setting is checked before anything is loaded
     data, solutions = None, None
     if args.get("data"):
         from reward_auditor.safety import check_utf8, reading
@@ -986,7 +1011,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
                        two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
-                       effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
+                       effect_ci=args.get("effect_ci", "bca"), engine=make_engine(args),
                        perturb_workers=args.get("workers") or os.cpu_count(), overwrite=bool(args.get("overwrite")),
                        perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
                        semantic_check=args.get("semantic_check", "on") != "off",
@@ -1293,10 +1318,29 @@ def cmd_compare(ns) -> int:
     return 0
 
 
+def cmd_plan(ns) -> int:
+    "Print a sample-size plan (`reward_auditor.planning.plan`) or, with --mde, the minimum detectable d_z of N pairs."
+    from reward_auditor.planning import mde, plan
+    if ns.mde is not None:
+        tests = ns.perturbations * max(1, ns.models * (ns.models - 1) // 2)
+        v = mde(ns.mde, m=tests, q=ns.fdr, power=ns.power, k=ns.expected, cluster_size=ns.cluster_size, icc=ns.icc)
+        out = {"n_pairs": ns.mde, "tests": tests, "mde": v}
+        print(json.dumps(out, indent=2) if ns.json else
+              f"{ns.mde} pairs detect d_z >= {v:.3f} with power {ns.power:g} in one of {tests} tests at FDR {ns.fdr:g} "
+              f"(normal approximation)")
+        return 0
+    if ns.effect is None:
+        raise CLIError("plan needs --effect (the d_z or accuracy drop to detect) or --mde N")
+    p = plan(ns.effect, design=ns.design, m=ns.perturbations, q=ns.fdr, power=ns.power, k=ns.expected,
+             cluster_size=ns.cluster_size, icc=ns.icc, discordant=ns.discordant, models=ns.models)
+    print(json.dumps(p.to_dict(), indent=2) if ns.json else p.text())
+    return 0
+
+
 COMMANDS = {"demo": cmd_demo, "audit": cmd_audit, "perturb": cmd_perturb, "report": cmd_report,
             "heterogeneity": cmd_heterogeneity, "verifier-audit": cmd_verifier_audit, "protocol": cmd_protocol,
             "meta": cmd_meta, "models": cmd_models, "compare": cmd_compare, "calibration": cmd_calibration,
-            "cache": cmd_cache}
+            "cache": cmd_cache, "plan": cmd_plan}
 
 # %% ../nbs/10_cli.ipynb #c7b60326
 def _line_progress_class():

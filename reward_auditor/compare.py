@@ -172,12 +172,13 @@ def pair_signflip(Dm, pairs, *, B: int = 10_000, seed=0, exact="auto", p_method:
 
 # %% ../nbs/02d_compare.ipynb #fd328b48
 def dz_columns(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    "Column-wise `d_z` (ddof 1; ±inf when sd = 0 and the mean is not, 0 when both are) and the number of rows."
+    "Column-wise `d_z` (ddof 1; ±inf when sd = 0 and the mean is not; NaN, undefined, with fewer than 2 non-zero rows) and the number of rows."
     n = X.shape[0]
     m = X.mean(axis=0)
     sd = X.std(axis=0, ddof=1) if n > 1 else np.full(X.shape[1], np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         dz = np.where(sd > 0, m / np.where(sd > 0, sd, 1.0), np.where(m == 0, 0.0, np.sign(m) * np.inf))
+    dz = np.where(np.count_nonzero(X, axis=0) <= 1, np.nan, dz)    # stats.undefined_reason: 0 or ±1/√n, whatever D
     return dz, np.full(X.shape[1], n)
 
 

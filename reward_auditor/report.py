@@ -26,7 +26,7 @@ from . import plots
 from .run_settings import run_settings
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'RISK_CAPTION',
+__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'RISK_CAPTION', 'MDE_COLUMNS',
            'PRM_TABLE_COLUMNS', 'ReportError', 'esc', 'show', 'show_html', 'header_html', 'warnings_html',
            'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html',
            'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html',
@@ -35,7 +35,7 @@ __all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DI
            'split_command', 'check_split_by_turns', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
            'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
            'comparison_figures', 'figure_html', 'comparison_page', 'risk_letters', 'risk_table_html', 'control_models',
-           'counted_html', 'prm_results', 'prm_worst', 'prm_section_html', 'prm_section']
+           'counted_html', 'mde_html', 'prm_results', 'prm_worst', 'prm_section_html', 'prm_section']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -297,13 +297,15 @@ def truth_html(result: AuditResult) -> str:
 
 
 def risk_display(table: pd.DataFrame) -> pd.DataFrame:
-    "A copy of the table for the risk table: † beside truncated cells, ° beside untestable ones, below-chance subsets labelled."
+    "A copy of the table for the risk table: † beside truncated cells, ° beside untestable ones, u beside underpowered ones, below-chance subsets labelled."
     t = table.copy()
     mark = pd.Series("", index=t.index)
     if "n_truncated" in t:
         mark = mark.where(~(t["n_truncated"].fillna(0) > 0), "†")
     if "detectable" in t and "n_nonzero" in t:  # the run's procedure at every test's smallest attainable p (`p_min`)
         mark = mark + np.where(too_few_to_test(t), "°", "")
+    if "underpowered" in t:  # no verdict, and its minimum detectable effect is above the margin (the audit decides)
+        mark = mark + np.where(t["underpowered"].fillna(False).astype(bool), "u", "")
     base = t["stars"].where(t["stars"] != "ns", "")
     t["stars"] = (base.astype(str) + mark).replace("", "ns")
     low = t["accuracy_before"].map(below_chance)
@@ -950,6 +952,26 @@ def counted_html(models: Sequence[str], controls: Sequence[str]) -> str:
     return f"<p>Counted over {len(models)} reward model{'s' * (len(models) != 1)} ({names(models)}){apart}.</p>"
 
 
+
+# %% ../nbs/09_report.ipynb #f8bba894
+MDE_COLUMNS = ["model", "subset", "perturbation", "n", "n_clusters", "icc", "effect_size", "mde", "reading"]
+
+
+def mde_html(table: pd.DataFrame, margin: float | None = None) -> str:
+    "The cells without a verdict: minimum detectable effect and whether it could have seen the margin; undefined d_z with its reason."
+    if "mde" not in table or "underpowered" not in table:
+        return "<p><i>This run has no minimum detectable effects (it predates them): rerun the audit to see them.</i></p>"
+    quiet = table[table["verdict"] == "NO_EVIDENCE"].copy()
+    if not len(quiet):
+        return "<p><i>Every cell has a verdict.</i></p>"
+    under = quiet["underpowered"].fillna(False).astype(bool)
+    m = "the margin" if margin is None else f"the margin {margin:g}"
+    quiet["reading"] = np.where(under, f"underpowered: MDE above {m}", f"powered: an effect of {m} had 80% power")
+    why = quiet.get("effect_undefined", pd.Series("", index=quiet.index)).fillna("").astype(str)
+    quiet["reading"] = quiet["reading"] + np.where(why != "", "; d_z " + why, "")
+    head = (f"<p>{int(under.sum())} of {len(quiet)} cells without a verdict are <b>underpowered</b>: their minimum "
+            f"detectable effect (d_z at 80% power) is above {esc(m)}, so their \"no\" says nothing about robustness.</p>")
+    return head + frame_html(quiet[[c for c in MDE_COLUMNS if c in quiet]])
 
 # %% ../nbs/09_report.ipynb #0c377213
 def prm_results(run_dir: str | Path) -> dict:
