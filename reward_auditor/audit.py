@@ -41,9 +41,10 @@ __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS',
            'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers', 'scorers_device',
            'score_conditions', 'item_clusters', 'item_cluster_codes', 'family_seed', 'differences', 'family_table',
            'decide', 'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult',
-           'package_versions', 'error_control', 'too_few_to_test', 'detectability_warnings', 'change_stats',
-           'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices', 'rewardbench2_headline',
-           'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
+           'package_versions', 'error_control', 'too_few_to_test', 'rejection_bar', 'detectability_warnings',
+           'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices',
+           'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance',
+           'findings', 'findings_html']
 
 # %% ../nbs/08b_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -947,20 +948,46 @@ def too_few_to_test(table: pd.DataFrame) -> pd.Series:
     return ~table["detectable"].fillna(True).astype(bool) & (table["n_nonzero"].fillna(0) > 0)
 
 
+def rejection_bar(p, i: int, groups, settings: AuditSettings) -> float:
+    "The largest p-value test `i` could have and still be flagged, the other tests kept at `p` (the run's procedure)."
+    p = np.array(p, np.float64)
+    if not np.isfinite(p[i]):
+        return float("nan")
+
+    def flagged(x: float) -> bool:
+        p[i] = x
+        return bool(_adjust_family(p, p if settings.two_sided else None, groups, settings)[0].rejected[i])
+
+    if not flagged(0.0):
+        return 0.0
+    if flagged(1.0):
+        return 1.0
+    lo, hi = 0.0, 1.0   # flagged at lo, not at hi: halve the gap to double precision
+    for _ in range(64):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if flagged(mid) else (lo, mid)
+    return lo
+
+
 def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list[str]:
-    "One line per family with perturbations that cannot reach significance (too few changed items)."
+    "One line per family with perturbations that cannot reach significance (too few changed items), each with its bar."
     out = []
-    lvl = settings.alpha / 2 if settings.two_sided else settings.alpha
     for (model, subset), g in table.groupby(["model", "subset"], sort=False):
         undetectable = ~g["detectable"].astype(bool)
         bad = g[too_few_to_test(g)]
         if not len(bad):
             continue
-        what = ", ".join(f"{r.perturbation} (N0 = {int(r.n_nonzero)}, p >= {r.p_min:.2g})" for r in bad.itertuples())
+        # the bar of each test: the procedure at its rank with every test of the family at its smallest p (BH: level·k/m)
+        pm, grp = g["p_min"].to_numpy(float), g["group"].to_numpy()
+        bars = {i: rejection_bar(pm, g.index.get_loc(i), grp, settings) for i in bad.index}
+        what = ", ".join(f"{r.perturbation} (N0 = {int(r.n_nonzero)}, p >= {r.p_min:.2g}, flagged only at "
+                         f"p <= {bars[r.Index]:.3g})" for r in bad.itertuples())
         head = ("too few changed items to detect anything" if undetectable.all() else
                 f"{len(bad)} of {len(g)} perturbations cannot reach significance, too few changed items")
-        out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g} (a p-value <= {lvl:g} "
-                   f"needed at best; N0 = pairs whose score margin changed, p >= the smallest p they allow): {what}")
+        lvl = f"alpha/2 = {settings.alpha / 2:g} per tail" if settings.two_sided else f"alpha = {settings.alpha:g}"
+        out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g} (N0 = pairs whose score margin "
+                   f"changed, p >= the smallest p they allow; the bar is {settings.multiplicity}'s threshold at the "
+                   f"test's rank with every test at its smallest p, for bh {lvl} times rank/tests): {what}")
     return out
 
 # %% ../nbs/08b_audit.ipynb #58885a6d
