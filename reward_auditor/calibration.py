@@ -68,7 +68,7 @@ def confidence_correct(margin) -> tuple[np.ndarray, np.ndarray]:
 
 
 def bin_index(conf, n_bins: int = N_BINS, method: str = "uniform") -> np.ndarray:
-    "Bin of each confidence: equal-width bins on [0.5, 1] (last closed) or, `method='adaptive'`, equal-count bins."
+    "Bin of each confidence: equal-width bins [lo, hi) on [0.5, 1], the last closed (numpy.histogram's and netcal's convention; scikit-learn's calibration_curve closes bins on the right), or, `method='adaptive'`, equal-count bins."
     c = np.asarray(conf, np.float64)
     if method == "uniform":
         edges = np.linspace(0.5, 1.0, n_bins + 1)
@@ -246,7 +246,7 @@ def spearman_interval(x, y, level: float = 0.95) -> dict:
 
 
 def effective_n(hit, groups=None) -> float:
-    "n over the design effect (cluster-robust over plug-in variance of the mean) of a clustered proportion, ≤ n."
+    "n over the design effect (CR1 cluster-robust over HC1 variance of the mean) of a clustered proportion, ≤ n."
     hit = np.asarray(hit, np.float64)
     n = hit.size
     if groups is None or n < 2:
@@ -255,8 +255,8 @@ def effective_n(hit, groups=None) -> float:
     if G == n:
         return float(n)
     e = hit - hit.mean()
-    within = float((e ** 2).sum())                                   # n × the plug-in variance of pairs
-    between = float((np.bincount(codes, weights=e, minlength=G) ** 2).sum())  # the same, cluster-robust
+    within = float((e ** 2).sum()) * n / (n - 1)                     # n² × the HC1 variance of the mean
+    between = float((np.bincount(codes, weights=e, minlength=G) ** 2).sum()) * G / (G - 1)  # n² × CR1's
     return float(n) if between <= 0 or within <= 0 else float(min(n, max(n * within / between, 1.0)))
 
 

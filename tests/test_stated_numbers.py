@@ -19,3 +19,42 @@ def test_detectability_warning_quotes_the_bh_bar_at_the_rank_not_alpha_over_two(
     assert "needed at best" not in w
     (w1,) = detectability_warnings(fam, AuditSettings(two_sided=False))   # one-sided: alpha 0.05 · 2/4
     assert "B (N0 = 6, p >= 0.02, flagged only at p <= 0.025)" in w1
+
+
+# ---- calibration: one cluster correction, the hand example's own sum, the ECE bin edges -----------------------------
+
+def test_effective_n_is_cr1_over_hc1_like_the_temperature_interval():
+    sm = pytest.importorskip("statsmodels.api")
+    from reward_auditor.calibration import effective_n
+    rng = np.random.default_rng(3)
+    hit = (rng.random(40) < 0.6).astype(float)
+    hit[::7] = 0.5
+    g = np.repeat(np.arange(13), [5, 1, 3, 2, 4, 3, 1, 6, 2, 3, 4, 3, 3])
+    ols = sm.OLS(hit, np.ones((40, 1)))
+    deff = (ols.fit(cov_type="cluster", cov_kwds={"groups": g}).bse[0] / ols.fit(cov_type="HC1").bse[0]) ** 2
+    assert effective_n(hit, g) == pytest.approx(40 / deff, rel=1e-9)
+    # four prompts counted three times each: deff = (4/3 · 3)/(12/11) = 11/3, not the uncorrected 3
+    assert effective_n(np.repeat([1.0, 0.0, 1.0, 0.5], 3), np.repeat(np.arange(4), 3)) == pytest.approx(36 / 11)
+
+
+def test_adaptive_ece_hand_example_states_what_its_terms_sum_to():
+    import json
+    import re
+    from pathlib import Path
+    from reward_auditor.calibration import ece
+    nb = json.loads((Path(__file__).parents[1] / "nbs" / "02e_calibration.ipynb").read_text())
+    text = next("".join(c["source"]) for c in nb["cells"]
+                if c["cell_type"] == "markdown" and "The adaptive variant on the same six pairs" in "".join(c["source"]))
+    stated = float(re.findall(r"= (0\.\d{6})`", text)[-1])
+    terms = abs(1 - 2 * .622459) + abs(1 - .731059 - .817574) + abs(2 - .880797 - .952574)
+    assert stated == pytest.approx(terms / 6, abs=5e-7)                                     # 0.160030
+    assert stated == pytest.approx(ece(np.array([2, 1, 0.5, -0.5, 3, -1.5]), 3, "adaptive"), abs=5e-7)
+
+
+def test_ece_bin_edges_follow_numpy_histogram_and_the_convention_is_documented():
+    from reward_auditor.calibration import bin_index
+    edges = np.linspace(0.5, 1.0, 11)
+    want = [int(np.flatnonzero(np.histogram([c], edges)[0])[0]) for c in edges]   # netcal bins with histogramdd
+    assert bin_index(edges).tolist() == want == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9]
+    doc = " ".join(bin_index.__doc__.split())
+    assert "[lo, hi)" in doc and "netcal" in doc and "scikit-learn" in doc
