@@ -58,3 +58,19 @@ def test_ece_bin_edges_follow_numpy_histogram_and_the_convention_is_documented()
     assert bin_index(edges).tolist() == want == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9]
     doc = " ".join(bin_index.__doc__.split())
     assert "[lo, hi)" in doc and "netcal" in doc and "scikit-learn" in doc
+
+
+# ---- LE changes both answers alike ------------------------------------------------------------------------------------
+
+def test_le_wraps_both_answers_of_a_pair_in_the_same_opener_head_and_recap():
+    from reward_auditor.perturbations import LE_LIST_HEADS, LE_OPENERS, perturb, registry
+    df = pd.DataFrame({"id": [f"q{i}" for i in range(20)], "subset": "chat", "prompt": "Why is the grass wet?",
+                       "chosen": "Because it rained. The ground is still wet.", "rejected": "No idea. Ask someone."})
+    f = perturb(df, ["LE"], seed=0)["LE"].frame
+    for c, r in zip(f["chosen"], f["rejected"]):
+        cl, rl = c.split("\n"), r.split("\n")
+        assert cl[0] in LE_OPENERS and cl[0] == rl[0]
+        assert [x for x in cl if x in LE_LIST_HEADS] == [x for x in rl if x in LE_LIST_HEADS]
+        assert cl[-1].split(":")[0] == rl[-1].split(":")[0]          # the recap's lead-in
+    assert f["chosen"].str.split("\n").str[0].nunique() > 1         # still drawn per item
+    assert registry["LE"].paired and registry["LE"].version == "2"  # new outputs, a new version: no stale reuse
