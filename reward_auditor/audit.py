@@ -1385,6 +1385,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                                  settings.scale)
     items["cluster"] = item_cluster_codes(clusters, items["id"])   # the unit of independence, for compare/calibration
     truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
+    # a scorer with a token limit that reports no counts: whether it cut anything is unknown, and the report says so
+    untold = [sc.name for sc in scorer_objs if sc.name not in truncation and getattr(sc, "max_length", None)]
     style_matrix = {sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
     if store is not None and store is not cache:   # the run's own file, opened here: closed now, its journal folded in
         store.close()
@@ -1461,6 +1463,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "truncation": truncation,
+        "truncation_unknown": untold,
         "rmbench_style_matrix": style_matrix,
         **({"rewardbench2": _jsonable(rb2)} if rb2 else {}),
         "cache": str(getattr(store, "path", store)) if store is not None else None,

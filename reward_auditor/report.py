@@ -185,9 +185,17 @@ def legend_html(result: AuditResult) -> str:
 def truncation_html(manifest: dict) -> str:
     "Per model: max_length and where it comes from, and the pairs truncation cut per subset and condition."
     tr = manifest.get("truncation") or {}
+    untold = manifest.get("truncation_unknown")
+    # "nothing was cut" only with evidence: every scorer counted, or none has a token limit
+    note = "" if not untold else (
+        f"<p><b>Truncation unknown</b> for {esc(', '.join(map(str, untold)))}: these scorers have a token limit "
+        "but report no per-pair truncation counts (pairwise judges count presentations over the limit as too long "
+        "instead), so whether their inputs were cut is not known here.</p>")
     if not tr:
-        return "<p><b>Truncation</b>: no scorer in this run has a token limit (nothing was cut).</p>"
-    out = []
+        if untold is None:   # a run saved before the audit recorded which scorers went uncounted
+            return "<p><b>Truncation</b>: this run recorded no truncation counts (unknown).</p>"
+        return note or "<p><b>Truncation</b>: no scorer in this run has a token limit (nothing was cut).</p>"
+    out = [note]
     for m, t in tr.items():
         cells = t.get("cells", {})
         subs = [k for k in cells if k != "all"] or ["all"]

@@ -74,3 +74,41 @@ def test_le_wraps_both_answers_of_a_pair_in_the_same_opener_head_and_recap():
         assert cl[-1].split(":")[0] == rl[-1].split(":")[0]          # the recap's lead-in
     assert f["chosen"].str.split("\n").str[0].nunique() > 1         # still drawn per item
     assert registry["LE"].paired and registry["LE"].version == "2"  # new outputs, a new version: no stale reuse
+
+
+# ---- truncation is counted on every path, and "nothing was cut" needs evidence ---------------------------------------
+
+def test_endpoint_run_counts_truncation_like_the_in_process_run(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from fake_vllm import FakeVLLM
+    from tiny_models import tiny_rm
+    from reward_auditor.audit import audit
+    from reward_auditor.data import load_preferences
+    from reward_auditor.endpoints import EndpointRewardScorer
+    from reward_auditor.report import truncation_html
+    from reward_auditor.scorers import DiscriminativeScorer
+    rm = str(tiny_rm(tmp_path / "rm"))
+    pairs = load_preferences("sample").head(10)
+    local = DiscriminativeScorer(rm, dtype="float32", device="cpu", batch_size=4, max_length=160)
+    a = audit(pairs, [local], ["EF", "LE"], permutations=100, progress=False)
+    with FakeVLLM(rm) as server:
+        ep = EndpointRewardScorer(server.url, batch_size=4, max_length=160, timeout=5.0, backoff=0.01)
+        ep.name = local.name
+        b = audit(pairs, [ep], ["EF", "LE"], permutations=100, progress=False)
+    got, want = b.manifest["truncation"].get(ep.name), a.manifest["truncation"][local.name]
+    assert got is not None and got["cells"] == want["cells"]
+    assert got["cells"]["all"]["orig"]["truncated"] == 8 and got["texts_over_limit"] == want["texts_over_limit"] > 0
+    assert b.manifest["truncation_unknown"] == []
+    cols = ["perturbation", "n", "accuracy_before", "effect_size", "p", "n_truncated", "n_answer_cut"]
+    pd.testing.assert_frame_equal(b.table[cols], a.table[cols])
+    html = truncation_html(b.manifest)
+    assert "8 of 10 original pairs truncated" in html and "nothing was cut" not in html
+
+
+def test_report_says_unknown_not_nothing_cut_without_counts():
+    from reward_auditor.report import truncation_html
+    unknown = truncation_html({"truncation": {}, "truncation_unknown": ["served-judge"]})
+    assert "nothing was cut" not in unknown and "Truncation unknown" in unknown and "served-judge" in unknown
+    assert "nothing was cut" not in truncation_html({"truncation": {}})       # a run that recorded nothing
+    assert "nothing was cut" in truncation_html({"truncation": {}, "truncation_unknown": []})  # no token limit at all
