@@ -44,7 +44,7 @@ __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS',
            'package_versions', 'error_control', 'too_few_to_test', 'rejection_bar', 'detectability_warnings',
            'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices',
            'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance',
-           'findings', 'findings_html']
+           'chance_counts', 'below_chance_rows', 'findings', 'findings_html']
 
 # %% ../nbs/08b_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -616,6 +616,7 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
             n_clusters=int(ok.sum()) if cl is None else len(set(cl[ok])), n_changed=int(ch[ok, k].sum()),
             n_dropped=int((~ok).sum()),
             accuracy_before=float(np.mean(mb[ok, k] > 0)) if ok.any() else np.nan,
+            n_tied_before=int(np.sum(mb[ok, k] == 0)),   # equal scores: counted wrong in accuracy_before
             accuracy_after=float(np.mean(ma[ok, k] > 0)) if ok.any() else np.nan,
             mean_margin_before=float(np.mean(mb[ok, k])) if ok.any() else np.nan,
             mean_margin_after=float(np.mean(ma[ok, k])) if ok.any() else np.nan,
@@ -743,7 +744,7 @@ def write_summaries(result, path: str | Path) -> None:
 # %% ../nbs/08b_audit.ipynb #b94a5590
 TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_clusters", "n_changed", "n_dropped",
                  "change_rate", "median_edit_size", "n_truncated", "n_answer_cut",
-                 "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
+                 "accuracy_before", "n_tied_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
                  "ci_low", "ci_high",
                  "n_nonzero", "p_min", "detectable",
@@ -1501,21 +1502,51 @@ def check_writable(path: str | Path, option: str = "--out") -> Path:
 BELOW_CHANCE_NOTE = "below chance: suitability is not meaningful here"
 
 
-def below_chance(accuracy) -> bool:
-    "True when the accuracy on the original pairs is at or below 0.5 (a coin would do as well)."
-    return bool(pd.notna(accuracy) and float(accuracy) <= 0.5)
+def below_chance(accuracy, n=None, n_tied=0) -> bool:
+    "True when, ties left out, the scorer is right no more often than wrong on the original pairs (`accuracy`: ties wrong)."
+    if not pd.notna(accuracy):
+        return False
+    if n is None or not pd.notna(n) or not n_tied or not pd.notna(n_tied):
+        return float(accuracy) <= 0.5            # no ties: the decided pairs are all the pairs
+    right = int(round(float(accuracy) * int(n)))
+    return 2 * right <= int(n) - int(n_tied)     # right <= wrong on the decided pairs (none decided: at chance)
+
+
+def chance_counts(table: pd.DataFrame) -> pd.DataFrame:
+    "Per row: pairs right, wrong and tied on the originals, the accuracy on the decided ones and the binomial p (right > wrong)."
+    from scipy.stats import binomtest
+    n = table["n"].fillna(0).astype(int)
+    tied = table["n_tied_before"].fillna(0).astype(int) if "n_tied_before" in table else pd.Series(0, table.index)
+    right = (table["accuracy_before"].fillna(0) * n).round().astype(int)
+    wrong = n - right - tied
+    decided = right + wrong
+    p = [float(binomtest(int(r), int(d), 0.5, alternative="greater").pvalue) if d > 0 else float("nan")
+         for r, d in zip(right, decided)]
+    return pd.DataFrame({"right": right, "wrong": wrong, "tied": tied,
+                         "decided_accuracy": (right / decided.where(decided > 0)).astype(float), "p_chance": p},
+                        index=table.index)
+
+
+def below_chance_rows(table: pd.DataFrame) -> pd.Series:
+    "`below_chance` of every row of an audit table (ties left out when the table counts them)."
+    tied = table["n_tied_before"] if "n_tied_before" in table else pd.Series(0, table.index)
+    n = table["n"] if "n" in table else pd.Series(None, table.index, dtype=object)
+    return pd.Series([below_chance(a, m, t) for a, m, t in zip(table["accuracy_before"], n, tied)], table.index,
+                     dtype=bool)
 
 
 def findings(table: pd.DataFrame) -> pd.DataFrame:
-    "Per scorer × subset: significant perturbations (largest effect first), UNSUITABLE count, accuracy."
+    "Per scorer × subset: significant perturbations (largest effect first), UNSUITABLE count, accuracy (ties wrong) and ties."
     def one(g):
         sig = g[g["significant"].astype(bool)].sort_values("effect_size", ascending=False)
+        first = g.iloc[[0]]
         return pd.Series({
             "accuracy": float(g["accuracy_before"].iloc[0]),
+            "ties": int(first["n_tied_before"].iloc[0]) if "n_tied_before" in g else 0,
             "unsuitable": int((g["verdict"] == "UNSUITABLE").sum()),
             "significant": ", ".join(f"{r.perturbation} ({r.effect_size:+.2f}{r.stars})" for r in sig.itertuples())
                            or "none",
-            "caveat": BELOW_CHANCE_NOTE if below_chance(g["accuracy_before"].iloc[0]) else ""})
+            "caveat": BELOW_CHANCE_NOTE if below_chance_rows(first).iloc[0] else ""})
     return table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
 
 

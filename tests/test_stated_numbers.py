@@ -112,3 +112,50 @@ def test_report_says_unknown_not_nothing_cut_without_counts():
     assert "nothing was cut" not in unknown and "Truncation unknown" in unknown and "served-judge" in unknown
     assert "nothing was cut" not in truncation_html({"truncation": {}})       # a run that recorded nothing
     assert "nothing was cut" in truncation_html({"truncation": {}, "truncation_unknown": []})  # no token limit at all
+
+
+# ---- one accuracy per table, named; chance judged on the decided pairs with the ties shown ---------------------------
+
+def _tie_heavy_audit(tmp_path=None):
+    from reward_auditor.audit import audit
+    # 3 pairs right, 2 wrong, 5 tied: accuracy 0.3 with ties wrong, 3/5 = 0.6 of the decided pairs
+    score = {}
+    rows = []
+    for i in range(10):
+        c, r = f"answer c{i}", f"answer r{i}"
+        score[c], score[r] = (1.0, 0.0) if i < 3 else (0.0, 1.0) if i < 5 else (0.5, 0.5)
+        rows.append({"id": f"p{i}", "subset": "s", "prompt": f"Question {i}?", "chosen": c, "rejected": r})
+    return audit(pd.DataFrame(rows), [lambda p, r: score[r]], ["IU", "IW"], permutations=50, progress=False,
+                 out=tmp_path)
+
+
+def test_chance_is_judged_on_decided_pairs_and_ties_are_shown():
+    from reward_auditor.audit import BELOW_CHANCE_NOTE, chance_counts, findings
+    from reward_auditor.report import below_chance_html, risk_display
+    res = _tie_heavy_audit()
+    t = res.table
+    assert t["accuracy_before"].iloc[0] == pytest.approx(0.3) and t["n_tied_before"].iloc[0] == 5
+    f = findings(t)
+    assert f["caveat"].tolist() == [""] and f["ties"].tolist() == [5]           # 3 right > 2 wrong: not below chance
+    assert below_chance_html(t) == "" and not risk_display(t)["subset"].str.contains("below chance").any()
+    cc = chance_counts(t.iloc[[0]]).iloc[0]
+    assert (cc["right"], cc["wrong"], cc["tied"]) == (3, 2, 5) and cc["decided_accuracy"] == pytest.approx(0.6)
+    assert cc["p_chance"] == pytest.approx(0.5)                                  # P(X >= 3 | 5, ½) = 16/32
+    # 2 right, 3 wrong, 5 tied: below chance, and the caveat gives the three counts and the decided accuracy
+    low = t.assign(accuracy_before=0.2)
+    assert findings(low)["caveat"].tolist() == [BELOW_CHANCE_NOTE]
+    html = below_chance_html(low)
+    assert "2 right, 3 wrong, 5 tied" in html and "0.400 of the 5 decided pairs" in html and "p = 0.812" in html
+
+
+def test_two_accuracies_are_each_named_with_their_ties():
+    from reward_auditor.calibration import calibration
+    from reward_auditor.report import RISK_CAPTION
+    res = _tie_heavy_audit()
+    cal = calibration(res, n_boot=50)
+    row = cal.table[(cal.table["condition"] == "orig")].iloc[0]
+    assert row["accuracy"] == pytest.approx(0.55) and row["n_tied"] == 5           # (3 + 5/2)/10: ties count ½
+    assert res.table["accuracy_before"].iloc[0] == pytest.approx(0.3)             # the risk table: ties wrong
+    assert "counted half right" in cal.summary() and "counted half right" in cal.to_markdown()
+    assert "n_tied" in cal.temperature_table()
+    assert "tie (equal scores) counted wrong" in RISK_CAPTION
