@@ -144,9 +144,17 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
     "sha256 over the canonical columns, row by row: same items in the same order → same hash."
     h = hashlib.sha256()
     hk = [ra_data.history_key(x) for x in ra_data.history_of(frame)]  # earlier turns count only where there are some
-    for row, k in zip(frame[["id", "subset", "prompt", "chosen", "rejected"]].astype(str).itertuples(index=False), hk):
-        h.update(json.dumps(list(row) + ([k] if k else []), ensure_ascii=False).encode())
+    st = _step_columns(frame)  # step-annotated solutions: the step lists are items' content too (a PRM reads them)
+    steps = zip(*([[str(x) for x in v] for v in frame[c]] for c in st)) if st else [()] * len(frame)
+    for row, k, s in zip(frame[["id", "subset", "prompt", "chosen", "rejected"]].astype(str).itertuples(index=False),
+                         hk, steps):
+        h.update(json.dumps(list(row) + ([k] if k else []) + list(s), ensure_ascii=False).encode())
     return h.hexdigest()
+
+
+def _step_columns(frame: pd.DataFrame) -> list[str]:
+    "The step-list columns of step-annotated pairs (`chosen_steps`, `rejected_steps`), none for plain pairs."
+    return [c for c in ("chosen_steps", "rejected_steps") if c in frame.columns]
 
 
 def _jsonable(x):
@@ -205,7 +213,7 @@ def store_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, turns:
 
 def _fields(side: str, turns: str, frame: pd.DataFrame) -> list[str]:
     "The columns a perturbation writes."
-    out = ["prompt"] if side == "prompt" else ["chosen", "rejected"]
+    out = ["prompt"] if side == "prompt" else ["chosen", "rejected", *_step_columns(frame)]  # a PRM reads the steps
     return out + (["history"] if side == "prompt" and turns == "all" and "history" in frame.columns else [])
 
 
@@ -233,7 +241,8 @@ def _from_store(key: str, data: pd.DataFrame, name: str, turns: str):
         return None
     new = df.copy()
     for c in cols:
-        new[c] = [json.loads(h) for h in part[c]] if c == "history" else part[c].to_numpy(object)
+        new[c] = [json.loads(h) for h in part[c]] if c == "history" else \
+            [[str(x) for x in v] for v in part[c]] if c.endswith("_steps") else part[c].to_numpy(object)
     new["changed"], new["edit_size"] = part["changed"].to_numpy(bool), part["edit_size"].to_numpy(np.int64)
     return pt.Condition(name, p.side, p.group, new, meta["record"], original=df)
 
@@ -1335,6 +1344,10 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         if rewriter is not None:
             perturb_options = {**(perturb_options or {}), "rewriter": rewriter}
     scorer_objs = resolve_scorers(scorers)
+    for sc in scorer_objs if "chosen_steps" in original.columns else ():  # a PRM refuses, before any perturbing,
+        if hasattr(sc, "check_lengths"):                                   # a solution it can never read
+            sc.check_lengths([*original["chosen_steps"], *original["rejected_steps"]],
+                             original["id"].astype(str).tolist() * 2)
     engine = ra_specs.engine_from(engine)
     # refuse a folder holding another dataset's run before any write (overwrite clears it); `on_start` runs once
     # every input is checked, before the first write into `out`

@@ -44,7 +44,7 @@ class CLIError(ValueError):
 INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError", "CalibrationError",
-                          "EngineError", "CompareError", "SpecError"})  # a unit failed in the user's model or code: the message names it
+                          "EngineError", "CompareError", "SpecError", "PRMAuditError"})  # a unit failed in the user's model or code: the message names it
 
 
 import errno as _errno
@@ -190,6 +190,16 @@ def _alpha(s: str) -> float:
         raise argparse.ArgumentTypeError(f"alpha must be a number, got {s!r}") from None
     if not 0 < v < 1:
         raise argparse.ArgumentTypeError(f"alpha must lie strictly between 0 and 1, got {v}")
+    return v
+
+
+def _prm_threshold(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"the threshold must be a number, got {s!r}") from None
+    if not 0 <= v <= 1:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"the threshold is a step-score probability: it must lie in [0, 1], got {s}")
     return v
 
 
@@ -368,7 +378,7 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "classification PRMs, <extra_0> for Qwen2.5-Math-PRM, ки for Math-Shepherd)")
     g.add_argument("--aggregate", choices=["min", "prod", "last", "mean"], default=S,
                    help="with --kind prm: how step scores make a solution's reward (default min)")
-    g.add_argument("--prm-threshold", type=float, default=S, metavar="TAU",
+    g.add_argument("--prm-threshold", type=_prm_threshold, default=S, metavar="TAU",
                    help="with --kind prm: the step-score threshold of the first-error metric (default: the "
                         "F1-maximising one on the original solutions, then fixed)")
     g.add_argument("--device", default=S, help="cpu, cuda, cuda:1, mps (default: best available)")
@@ -945,6 +955,9 @@ def run_audit(args: dict, progress: bool = True) -> int:
     _check_device(args.get("device"))
     rewriter = make_rewriter(args, perturbation_names(pert) if pert is not None else [])
     scorers = make_scorers(args)
+    for sc in scorers if solutions is not None else ():  # a PRM refuses a solution it can never read, before any work
+        if hasattr(sc, "check_lengths"):
+            sc.check_lengths(solutions["steps"].tolist(), solutions["solution_id"].astype(str).tolist())
     from reward_auditor.safety import atomic_write, run_file
 
     def save_arguments():  # once every input is checked: a refused command leaves the folder as it was
@@ -1011,23 +1024,28 @@ def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progres
     "The step-level audit of every PRM scorer on the solutions, saved to <out>/prm/<scorer name>/; prints a summary."
     from reward_auditor.audit import perturbation_names
     from reward_auditor.perturbations import STEP_PERTURBATIONS
-    from reward_auditor.prm_audit import prm_step_audit
+    from reward_auditor.prm_audit import PRMAuditResult, prm_step_audit
     names = perturbation_names(pert) if pert is not None else []
     if isinstance(pert, str) and pert.strip().lower() == "all":
         names += [n for n in STEP_PERTURBATIONS if n not in names]
-    cache = args.get("cache") or out / "scores.sqlite"
+    from reward_auditor.safety import run_file
+    cache = args.get("cache")
+    for part in ("-wal", "-shm", "-journal", "") if not cache else ():  # the run folder's own files, not links
+        cache = run_file(out, "scores.sqlite" + part)
     done = {}
     for sc in scorers:
         if not hasattr(sc, "score_solutions"):
             continue
+        PRMAuditResult.check_paths(out / "prm" / sc.name, out)  # refused before any scoring
         res = prm_step_audit(solutions, sc, names, seed=args["seed"], threshold=args.get("prm_threshold"),
-                             cache=cache, B=args["permutations"], out=out / "prm" / sc.name, progress=progress)
+                             cache=cache, B=args["permutations"], progress=progress)
+        res.save(out / "prm" / sc.name, root=out)  # every file checked to lie inside the run folder
         m = res.manifest
         print(f"  {sc.name}: first-error F1 {m['f1_orig']:.3f} on {m['n_solutions']} solutions of {m['n_problems']} "
               f"problems (threshold {m['threshold']:.4g}, aggregate {m['aggregate']})")
         for r in res.summary[res.summary["subset"] == "all"].itertuples():
             print(f"    {r.perturbation}: F1 {r.f1_before:.3f} -> {r.f1_after:.3f} ({r.n_worse} worse, {r.n_better} "
-                  f"better, p = {r.p_value:.3g})")
+                  f"better, p = {r.p_value:.3g}, BH-adjusted {r.p_adjusted:.3g})")
         done[sc.name] = res
     if done:
         print(f"step-level PRM audit: {out / 'prm'}")

@@ -22,11 +22,11 @@ from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file
 from scipy import optimize, stats
 
 # %% auto #0
-__all__ = ['DEFAULT_THRESHOLDS', 'TOP_GRADE', 'HeterogeneityError', 'wilson_interval', 'read_results', 'correctness_frame',
-           'contingency_table', 'bias_corrected_v', 'v_interval', 'chisq_power', 'chisq_min_n', 'chisq_min_v', 'grade',
-           'HeterogeneityResult', 'rao_scott_counts', 'cluster_permutation_pvalue', 'heterogeneity',
-           'HeterogeneityReport', 'heterogeneity_many', 'heterogeneity_cli', 'population_v', 'plot_subset_accuracy',
-           'plot_excess']
+__all__ = ['DEFAULT_THRESHOLDS', 'TOP_GRADE', 'HeterogeneityError', 'wilson_interval', 'cluster_wilson_interval', 'read_results',
+           'correctness_frame', 'contingency_table', 'bias_corrected_v', 'v_interval', 'chisq_power', 'chisq_min_n',
+           'chisq_min_v', 'grade', 'HeterogeneityResult', 'rao_scott_counts', 'cluster_permutation_pvalue',
+           'heterogeneity', 'HeterogeneityReport', 'heterogeneity_many', 'heterogeneity_cli', 'population_v',
+           'plot_subset_accuracy', 'plot_excess']
 
 # %% ../nbs/02b_heterogeneity.ipynb #32a513f4
 class HeterogeneityError(ValueError):
@@ -45,6 +45,23 @@ def wilson_interval(successes, n, level: float = 0.95) -> tuple[np.ndarray, np.n
         lo = np.where(k <= 0, 0.0, np.clip(np.minimum(centre - half, p), 0, 1))
         hi = np.where(k >= n, 1.0, np.clip(np.maximum(centre + half, p), 0, 1))
     return np.where(n > 0, lo, np.nan), np.where(n > 0, hi, np.nan)
+
+# %% ../nbs/02b_heterogeneity.ipynb #13dcba54
+def cluster_wilson_interval(events, trials, level: float = 0.95) -> tuple[float, float, float]:
+    "Wilson interval of Σevents / Σtrials, one entry per cluster, at the effective n → (lo, hi, n_eff)."
+    y, m = np.asarray(events, dtype=float), np.asarray(trials, dtype=float)
+    y, m = y[m > 0], m[m > 0]
+    n, g = float(m.sum()), len(m)
+    if n == 0:
+        return float("nan"), float("nan"), 0.0
+    p = float(y.sum()) / n
+    if g > 1 and 0 < p < 1:
+        v_cl = float(np.sum((y - p * m) ** 2)) / n ** 2
+        n_eff = n / max(1.0, v_cl / (p * (1 - p) / n))
+    else:
+        n_eff = n * n / float(np.sum(m * m))
+    lo, hi = wilson_interval(p * n_eff, n_eff, level)
+    return float(lo), float(hi), n_eff
 
 # %% ../nbs/02b_heterogeneity.ipynb #3be192f0
 def read_results(path: str | Path) -> pd.DataFrame:

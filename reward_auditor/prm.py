@@ -22,8 +22,8 @@ from .scorer_kinds import ScorerError
 # %% auto #0
 __all__ = ['AGGREGATES', 'REWARD_SCALES', 'QWEN_PRM_SYSTEM', 'QWEN_STEP_TOKEN', 'SHEPHERD_TAG', 'LAYOUTS', 'DEFAULT_SEPARATORS',
            'QWEN_PRM_ARCHS', 'PRM_FAMILIES', 'aggregate', 'solution_reward', 'token_classification_layout',
-           'qwen_prm_layout', 'shepherd_layout', 'shepherd_candidates', 'prm_style_of', 'steps_key', 'PRMScorer',
-           'load_prm']
+           'qwen_prm_layout', 'shepherd_tag_id', 'shepherd_layout', 'shepherd_candidates', 'prm_style_of',
+           'solution_key', 'PRMScorer', 'load_prm']
 
 # %% ../nbs/06_prm.ipynb #4d0a4ce6
 AGGREGATES = ("min", "prod", "last", "mean")
@@ -99,10 +99,18 @@ def qwen_prm_layout(tokenizer, prompt: str, steps: Sequence[str], separator: str
 SHEPHERD_TAG = "ки"
 
 
+def shepherd_tag_id(tokenizer, tag: str = SHEPHERD_TAG) -> int:
+    "The step tag's id as the encoded text carries it (Math-Shepherd's recipe: the last id of encode(tag)), e.g. ▁ки."
+    ids = list(tokenizer(tag, add_special_tokens=False)["input_ids"])
+    if not ids or ids[-1] == tokenizer.unk_token_id:
+        raise ScorerError(f"the tokenizer has no step tag token {tag!r}")
+    return int(ids[-1])
+
+
 def shepherd_layout(tokenizer, prompt: str, steps: Sequence[str], separator: str = SHEPHERD_TAG,
                     system: str | None = None) -> tuple[list[int], list[int]]:
     "Math-Shepherd layout → (ids, positions): 'problem step1 ки\\nstep2 ки…'; read at each ки."
-    tid = _token_id(tokenizer, separator, "step tag")
+    tid = shepherd_tag_id(tokenizer, separator)
     text = prompt + " " + "\n".join(f"{s} {separator}" for s in steps)
     ids = list(tokenizer(text)["input_ids"])
     return ids, _positions(ids, tid, len(steps), separator)
@@ -165,9 +173,10 @@ def prm_style_of(config: dict, kind: str | None = None) -> str | None:
     return None
 
 # %% ../nbs/06_prm.ipynb #e3640332
-def steps_key(steps: Sequence[str]) -> str:
-    "The steps of a solution as one cache-key string (JSON, so step boundaries are part of the key)."
-    return "steps:" + json.dumps(list(steps), ensure_ascii=False)
+def solution_key(prompt: str, steps: Sequence[str]) -> str:
+    "A solution (problem and steps) as one short cache-key string: sha256 of the JSON, so step boundaries count."
+    blob = json.dumps([prompt, [str(s) for s in steps]], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return "solution:" + hashlib.sha256(blob).hexdigest()
 
 
 def _step_lists(frame: pd.DataFrame, side: str, separator: str) -> list[list[str]]:
@@ -276,6 +285,15 @@ class PRMScorer(S.HFScorer):
                 res.append(torch.softmax(at, -1)[:, 1].cpu().tolist())
         return res
 
+    def check_lengths(self, steps: Sequence[Sequence[str]], ids: Sequence[str] | None = None) -> None:
+        "Refuse the first solution with more steps than max_length: each step ends in a token, so it can never fit."
+        for k, s in enumerate(steps):
+            if len(s) > self.max_length:
+                where = f"row id {ids[k]!r}" if ids is not None else f"solution {k + 1}"
+                raise ScorerError(f"{self.name}: {where} has {len(s)} steps, so at least as many tokens, over "
+                                  f"max_length={self.max_length}; a cut would drop step scores: shorten it or leave "
+                                  "it out")
+
     def step_scores(self, prompt: str, steps: Sequence[str]) -> list[float]:
         "The probability that each step is right, given the problem and the steps before it (not cached)."
         ids, pos = self._encode(prompt, steps)
@@ -285,27 +303,29 @@ class PRMScorer(S.HFScorer):
                         progress: bool = True, ids: Sequence[str] | None = None) -> list[list[float]]:
         "Step scores of many solutions; each unique solution scored once, every step score cached."
         cache = S._open_cache(cache)
-        items = [(p, steps_key(s)) for p, s in zip(prompts, steps)]
-        n_steps = {it: len(s) for it, s in zip(items, steps)}
+        steps = [[str(x) for x in s] for s in steps]
+        items = [solution_key(p, s) for p, s in zip(prompts, steps)]  # each solution hashed once, not once per step
+        sol = {it: (p, s) for it, p, s in zip(items, prompts, steps)}
         where = dict(zip(items, ids)) if ids is not None else {}
+        label = lambda it: f"row id {where[it]!r}" if it in where else f"the solution of prompt {sol[it][0][:40]!r}"
         uniq = list(dict.fromkeys(items))
+        self.check_lengths(steps, ids)  # before the cache is asked or anything is tokenized
         got: dict = {}
         if cache is not None:
             cache.describe(self.fingerprint, self.describe())
-            keys = [(p, k, str(j)) for p, k in uniq for j in range(n_steps[(p, k)])]
+            keys = [(it, str(j)) for it in uniq for j in range(len(sol[it][1]))]
             vals = iter(cache.get_many(self.fingerprint, keys))
             for it in uniq:
-                v = [next(vals) for _ in range(n_steps[it])]
+                v = [next(vals) for _ in range(len(sol[it][1]))]
                 if all(x is not None for x in v):
                     got[it] = [float(x) for x in v]
         todo = [it for it in uniq if it not in got]
         self.last_report = {}
-        enc = [self._encode(p, json.loads(k[len("steps:"):]), f"row id {where[(p, k)]!r}" if (p, k) in where
-                            else f"the solution of prompt {p[:40]!r}") for p, k in todo]
+        enc = [self._encode(*sol[it], label(it)) for it in todo]
         for b, vals in self._run([e[0] for e in enc], [e[1] for e in enc], progress):
             done = [todo[j] for j in b]
             if cache is not None:
-                cache.put_many(self.fingerprint, [(p, k, str(j)) for (p, k), v in zip(done, vals) for j in range(len(v))],
+                cache.put_many(self.fingerprint, [(it, str(j)) for it, v in zip(done, vals) for j in range(len(v))],
                                [x for v in vals for x in v])
             got.update(zip(done, ([float(x) for x in v] for v in vals)))
         self.last_counts = {"computed": len(todo), "cached": len(uniq) - len(todo)}

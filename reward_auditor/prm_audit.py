@@ -16,14 +16,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import multiplicity as ra_multiplicity
 from . import perturbations as ra_perturbations
 from . import stats as ra_stats
 from .protocol import best_of_n
-from .safety import atomic_write
+from .safety import atomic_write, run_file
 
 # %% auto #0
-__all__ = ['PRM_FILES', 'PRMAuditError', 'predicted_first_error', 'first_error_metrics', 'choose_threshold', 'correctness_test',
-           'best_of_n_table', 'perturb_solutions', 'PRMAuditResult', 'prm_step_audit']
+__all__ = ['PRM_FILES', 'PRM_FAMILY', 'PRMAuditError', 'predicted_first_error', 'first_error_metrics', 'choose_threshold',
+           'correctness_test', 'best_of_n_table', 'perturb_solutions', 'adjust_families', 'PRMAuditResult',
+           'prm_step_audit']
 
 # %% ../nbs/08g_prm_audit.ipynb #fd709ab7
 class PRMAuditError(ValueError):
@@ -141,6 +143,17 @@ def perturb_solutions(solutions: pd.DataFrame, names: Iterable[str], seed: int =
 
 # %% ../nbs/08g_prm_audit.ipynb #99a97efc
 PRM_FILES = ("prm_summary.parquet", "prm_best_of_n.parquet", "prm_steps.parquet", "prm.json")
+PRM_FAMILY = ("BH over the perturbations tested on one PRM and one subset (all solutions, then each subset), as the "
+              "pair table's default family")
+
+
+def adjust_families(summary: pd.DataFrame) -> pd.DataFrame:
+    "The summary with `p_adjusted`: Benjamini–Hochberg over the perturbations of each subset (one family per subset)."
+    out = summary.copy()
+    out["p_adjusted"] = np.nan
+    for _, idx in out.groupby("subset", sort=False).groups.items():
+        out.loc[idx, "p_adjusted"] = ra_multiplicity.bh_adjust(out.loc[idx, "p_value"].to_numpy(float))
+    return out
 
 
 @dataclass
@@ -151,14 +164,25 @@ class PRMAuditResult:
     steps: pd.DataFrame
     manifest: dict = field(default_factory=dict)
 
-    def save(self, path: str | Path) -> Path:
+    @staticmethod
+    def check_paths(path: str | Path, root: str | Path | None = None) -> list[Path]:
+        "The four files' names relative to the run folder `root`, each checked to lie inside it (`safety.run_file`)."
         path = Path(path)
+        root = path if root is None else Path(root)
+        names = [path.relative_to(root) / f for f in PRM_FILES]
+        for n in names:  # a link on the way (prm/ itself) or in place of a file cannot lead outside the run folder
+            run_file(root, n)
+        return names
+
+    def save(self, path: str | Path, root: str | Path | None = None) -> Path:
+        "Write the four files into `path`, a folder inside the run folder `root` (default `path` itself)."
+        path = Path(path)
+        root = path if root is None else Path(root)
+        names = self.check_paths(path, root)  # checked before anything is made
         path.mkdir(parents=True, exist_ok=True)
-        for name, frame in zip(PRM_FILES, (self.summary, self.best_of_n, self.steps)):
-            tmp = path / f".{name}.tmp"
-            frame.to_parquet(tmp, index=False)
-            tmp.replace(path / name)
-        atomic_write(path / "prm.json", json.dumps(self.manifest, indent=2, default=str) + "\n")
+        for n, frame in zip(names, (self.summary, self.best_of_n, self.steps)):
+            atomic_write(run_file(root, n), lambda t, f=frame: f.to_parquet(t, index=False))  # a fresh temporary name
+        atomic_write(run_file(root, names[3]), json.dumps(self.manifest, indent=2, default=str) + "\n")
         return path
 
     @classmethod
@@ -177,6 +201,8 @@ def prm_step_audit(solutions: pd.DataFrame, scorer, perturbations: Iterable[str]
     "ProcessBench F1 (τ fixed from the originals), its paired change under each perturbation, best-of-n before/after."
     if not hasattr(scorer, "score_solutions"):
         raise PRMAuditError(f"scorer {getattr(scorer, 'name', scorer)!r} gives no step scores; load a PRM (kind='prm')")
+    if threshold is not None and not (isinstance(threshold, (int, float, np.number)) and 0 <= threshold <= 1):
+        raise PRMAuditError(f"threshold must be a step-score probability in [0, 1], got {threshold!r}")
     sols = solutions.reset_index(drop=True)
     ids = sols["solution_id"].astype(str).tolist()
     truth = sols["first_error"].astype(int).to_numpy()
@@ -221,7 +247,7 @@ def prm_step_audit(solutions: pd.DataFrame, scorer, perturbations: Iterable[str]
                                    "step_scores": after, "reward": r1, "steps": c["steps"].tolist()}))
     cols = ["subset", "perturbation", "side", "n", "n_changed", "threshold", "acc_error_before", "acc_error_after",
             "acc_correct_before", "acc_correct_after", "f1_before", "f1_after", "delta_f1", "n_worse", "n_better",
-            "n_groups", "p_value", "exact"]
+            "n_groups", "p_value", "p_adjusted", "exact"]
     manifest = {"scorer": getattr(scorer, "name", str(scorer)), "kind": getattr(scorer, "kind", ""),
                 "settings": scorer.settings() if hasattr(scorer, "settings") else {},
                 "aggregate": getattr(scorer, "aggregate", None), "threshold": tau,
@@ -230,8 +256,8 @@ def prm_step_audit(solutions: pd.DataFrame, scorer, perturbations: Iterable[str]
                 "perturbations": list(conds), "skipped_perturbations": skipped,
                 "f1_orig": m0["f1"], "acc_error_orig": m0["acc_error"], "acc_correct_orig": m0["acc_correct"],
                 "test": "two-sided sign-flip of f = right before − right after, one sign per problem (exact McNemar "
-                        "when each problem has one solution)"}
-    res = PRMAuditResult(pd.DataFrame(summary, columns=cols), pd.concat(bon, ignore_index=True),
+                        "when each problem has one solution)", "multiplicity": PRM_FAMILY}
+    res = PRMAuditResult(adjust_families(pd.DataFrame(summary, columns=cols)), pd.concat(bon, ignore_index=True),
                          pd.concat(steps, ignore_index=True), manifest)
     if out is not None:
         res.save(out)

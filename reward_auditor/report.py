@@ -993,7 +993,8 @@ PRM_TABLE_COLUMNS = {"subset": "subset", "perturbation": "perturbation", "n_chan
                      "acc_error_before": "acc. erroneous before",
                      "acc_error_after": "after", "acc_correct_before": "acc. correct before",
                      "acc_correct_after": "after ", "f1_before": "F1 before", "f1_after": "F1 after",
-                     "n_worse": "worse", "n_better": "better", "p_value": "p (paired, exact when small)"}
+                     "n_worse": "worse", "n_better": "better", "p_value": "p (paired, exact when small)",
+                     "p_adjusted": "p BH-adjusted (per subset)"}
 
 
 def prm_section_html(res, name: str) -> str:
@@ -1003,7 +1004,8 @@ def prm_section_html(res, name: str) -> str:
             f"<b>{esc(m.get('aggregate'))}</b>; threshold τ = {m['threshold']:.4g} ({esc(m['threshold_source'])}); "
             f"first-error F1 on the originals {m['f1_orig']:.3f} (erroneous {m['acc_error_orig']:.3f}, correct "
             f"{m['acc_correct_orig']:.3f}). Test: {esc(m['test'])}.</p>")
-    tab = res.summary[list(PRM_TABLE_COLUMNS)].rename(columns=PRM_TABLE_COLUMNS)
+    cols = [c for c in PRM_TABLE_COLUMNS if c in res.summary]  # a run from before p_adjusted shows the rest
+    tab = res.summary[cols].rename(columns=PRM_TABLE_COLUMNS)
     bon = res.best_of_n.pivot_table(index="n", columns="perturbation", values="prm", sort=False).reset_index()
     skipped = "".join(f"<li>{esc(k)}: {esc(v)}</li>" for k, v in (m.get("skipped_perturbations") or {}).items())
     return (head + frame_html(tab) + "<p>Best-of-n with the PRM (expected share of correct picks, exact over "

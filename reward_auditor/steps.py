@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -112,14 +113,28 @@ def _processbench_row(r: Mapping, i: int) -> tuple[dict | None, StepProblem | No
     return {"prompt": r[key], "steps": steps, "labels": bits}, None
 
 
+_STEP_ONE = re.compile(r"\bstep\s*1\s*:", re.IGNORECASE)
+
+
+def _first_step_at(head: str) -> int:
+    "Where the first step starts in the text before the first tag: at its 'Step 1:' (any case), else after the problem."
+    marks = [m.start() for m in _STEP_ONE.finditer(head)]
+    if marks:  # the last one, so a problem that itself mentions 'step 1:' keeps it
+        return marks[-1] if head[:marks[-1]].strip() else -1
+    # unmarked steps: the problem ends at its question mark or its line, whichever comes later
+    ends = [k + 1 for k in (head.rfind("?"), head.rfind("\n")) if k >= 0 and head[:k].strip() and head[k + 1:].strip()]
+    return max(ends, default=-1)
+
+
 def split_shepherd(text: str, label: str, i: int = 0) -> tuple[dict | None, StepProblem | None]:
     "A Math-Shepherd `input`/`label` pair → prompt, steps and labels (the label text has +/- where input has ки)."
     pieces = text.split(SHEPHERD_TAG)
     head = pieces[0]
-    cut = head.find("Step 1:")
-    prompt, first = (head[:cut], head[cut:]) if cut > 0 else ("", head)
-    if not prompt.strip():
-        return None, StepProblem(i, "input", "has no problem text before the first step ('Step 1:')")
+    cut = _first_step_at(head)
+    if cut < 0:
+        return None, StepProblem(i, "input", "has no problem text before the first step",
+                                 "start the first step with 'Step 1:', or end the problem with '?' or a new line")
+    prompt, first = head[:cut], head[cut:]
     steps = [first.strip()] + [p.strip() for p in pieces[1:-1]]
     bits, pos = [], 0
     for k, piece in enumerate(pieces[:-1]):

@@ -364,7 +364,7 @@ def prune(max_bytes: int, root: str | os.PathLike | None = None) -> dict:
 
 # %% ../nbs/00e_store.ipynb #29bef6fc
 PACK_KEY = b"reward_auditor_pack"
-_TEXT_FIELDS = ("prompt", "chosen", "rejected", "history")
+_TEXT_FIELDS = ("prompt", "chosen", "rejected", "history", "chosen_steps", "rejected_steps")  # what perturbations rewrite
 
 
 def write_pack(path: str | os.PathLike, original: pd.DataFrame, conditions: Mapping[str, object],
@@ -420,6 +420,10 @@ def read_pack(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict]]:
     original = first[meta["columns"]].copy()
     for f in _TEXT_FIELDS:
         if f in original.columns:
-            original[f] = first[f"original_{f}"]
+            if f"original_{f}" not in first.columns:  # a pack from before the step lists were kept
+                raise ValueError(f"{path}: the pack does not keep the original {f} (column original_{f}); make the "
+                                 "pack again with this version (reward-auditor perturb --out)")
+            original[f] = ([[str(x) for x in v] for v in first[f"original_{f}"]] if f.endswith("_steps")
+                           else first[f"original_{f}"])
     original.attrs.update(meta.get("attrs") or {})
     return original, conds

@@ -394,25 +394,31 @@ def run_verifiers(items: pd.DataFrame, verifiers, timeout: float = 5.0, workers:
 from .heterogeneity import wilson_interval as wilson_ci  # one Wilson interval for the package
 
 # %% ../nbs/08e_verifiers.ipynb #4b202205
+from .heterogeneity import cluster_wilson_interval as cluster_wilson_ci  # the clustered Wilson interval
+
+# %% ../nbs/08e_verifiers.ipynb #93ae6eb7
 _METRIC = {"equivalent": ("false_negative_rate", "reject"), "adversarial": ("false_positive_rate", "accept"),
            "contract": ("acceptance_rate", "accept")}
 
 
 def _rate_table(v: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    "Counts, coverage and the stratum's rate with Wilson intervals, grouped by `by` (which includes stratum)."
+    "Counts, coverage and the stratum's rate with Wilson intervals clustered by gold (`gold_id`), grouped by `by`."
     rows = []
     for key, grp in v.groupby(by, sort=False):
         key = dict(zip(by, key if isinstance(key, tuple) else (key,)))
         metric, event = _METRIC[key["stratum"]]
-        n = len(grp)
-        verdict = grp[grp.outcome != "no verdict"]
-        rows.append(dict(key, metric=metric, n_items=n, n_verdict=len(verdict),
-                         n_events=int((verdict.outcome == event).sum())))
+        per_gold = grp.assign(verdict=grp.outcome != "no verdict", event=grp.outcome == event).groupby(
+            "gold_id", sort=False)[["verdict", "event"]].sum()
+        per_gold["all"] = grp.groupby("gold_id", sort=False).size()
+        c_lo, c_hi, c_eff = cluster_wilson_ci(per_gold["verdict"], per_gold["all"])
+        r_lo, r_hi, r_eff = cluster_wilson_ci(per_gold["event"], per_gold["verdict"])
+        rows.append(dict(key, metric=metric, n_items=len(grp), n_verdict=int(per_gold["verdict"].sum()),
+                         n_events=int(per_gold["event"].sum()), n_golds=len(per_gold), coverage_low=c_lo,
+                         coverage_high=c_hi, coverage_n_eff=c_eff, rate_low=r_lo, rate_high=r_hi, rate_n_eff=r_eff))
     t = pd.DataFrame(rows)
-    t["coverage"] = t.n_verdict / t.n_items
-    t["coverage_low"], t["coverage_high"] = wilson_ci(t.n_verdict, t.n_items)
-    t["rate"] = np.where(t.n_verdict > 0, t.n_events / t.n_verdict.where(t.n_verdict > 0, 1), np.nan)
-    t["rate_low"], t["rate_high"] = wilson_ci(t.n_events, t.n_verdict)
+    t.insert(t.columns.get_loc("coverage_low"), "coverage", t.n_verdict / t.n_items)
+    t.insert(t.columns.get_loc("rate_low"), "rate",
+             np.where(t.n_verdict > 0, t.n_events / t.n_verdict.where(t.n_verdict > 0, 1), np.nan))
     return t
 
 
@@ -591,8 +597,9 @@ class VerifierAuditResult:
         rules = rules.pivot_table(index=["stratum", "rule"], columns="verifier", values="rate").reindex(
             columns=self.verifiers).map(
             lambda x: "" if pd.isna(x) else f"{x:.0%}")
-        parts = ["## Verifier audit", "", "Rates with Wilson 95% intervals (contract-dependent variants: acceptance, "
-                 "not a defect).", "", md(self._display_table()), "", "### Rules with defects (defect rate)", "",
+        parts = ["## Verifier audit", "", "Rates with Wilson 95% intervals, clustered by gold answer (the variants of "
+                 "one gold are not independent; contract-dependent variants: acceptance, not a defect).", "",
+                 md(self._display_table()), "", "### Rules with defects (defect rate)", "",
                  md(rules), "", "### Disagreement (share of items with different outcomes)", "",
                  md(self.disagreement.round(3))]
         f = self.findings.query("observed != 'not run'")
@@ -662,7 +669,7 @@ def verifier_audit(verifiers=("math-verify-latex", "math-verify-expr", "string",
     sanity, excluded = identity_sanity(verdicts, variants)
     gid = verdicts["item"].map(variants.set_index("item")["gold_id"])
     verdicts["applicable"] = [g not in excluded.get(name, ()) for name, g in zip(verdicts["verifier"], gid)]
-    v = verdicts[verdicts["applicable"]].merge(variants[["item", "stratum", "rule"]], on="item")
+    v = verdicts[verdicts["applicable"]].merge(variants[["item", "gold_id", "stratum", "rule"]], on="item")
     table = _rate_table(v, ["verifier", "stratum"])
     per_rule = _rate_table(v, ["verifier", "stratum", "rule"])
     params = dict(seed=seed, strata=list(_strata(strata)), timeout=timeout, rules=rules, n_golds=variants.gold_id.nunique(),

@@ -16,14 +16,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tiny_models import PRM_STYLES, tiny_folders, tiny_prm  # noqa: E402
+from tiny_models import PRM_STYLES, tiny_folders, tiny_prm, tiny_shepherd_mistral  # noqa: E402
 
 from reward_auditor import perturbations as P  # noqa: E402
 from reward_auditor.cache import ScoreCache  # noqa: E402
 from reward_auditor.data import DataError, load_preferences, load_solutions  # noqa: E402
 from reward_auditor.prm import QWEN_PRM_SYSTEM, PRMScorer, solution_reward  # noqa: E402
 from reward_auditor.prm_audit import (best_of_n_table, choose_threshold, correctness_test,  # noqa: E402
-                                      first_error_metrics, prm_step_audit)
+                                      PRMAuditError, first_error_metrics, prm_step_audit)
 from reward_auditor.scorers import ScorerError, load_scorer  # noqa: E402
 from reward_auditor.steps import parse_solutions, solution_pairs  # noqa: E402
 
@@ -83,7 +83,7 @@ def _hand(style, folder, prompt, steps):
         ids = tok(prompt + " " + "\n".join(f"{s} ки" for s in steps))["input_ids"]
         lg = m(torch.tensor([ids])).logits[0]
         plus, minus = (tok(t, add_special_tokens=False)["input_ids"][-1] for t in ("+", "-"))
-        tag = tok.convert_tokens_to_ids("ки")
+        tag = tok.encode("ки")[-1]  # the model card's recipe: the tag's id as the text carries it
         return [torch.softmax(lg[i, [plus, minus]], -1)[0].item() for i, t in enumerate(ids) if t == tag]
 
 
@@ -99,6 +99,44 @@ def test_step_scores_equal_a_hand_computation(prms, style):
     got = sc.score_solutions([PROMPT, "What is 2 + 2?"], [STEPS, other], progress=False)
     np.testing.assert_allclose(got[0], hand, rtol=0, atol=1e-6)
     np.testing.assert_allclose(got[1], _hand(style, prms[style], "What is 2 + 2?", other), rtol=0, atol=1e-6)
+
+
+def test_math_shepherd_reads_its_tag_on_the_real_mistral_v1_vocabulary(tmp_path):
+    """Math-Shepherd's PRM is a Mistral-7B: in its SentencePiece vocabulary the text carries the tag as "▁ки" (12902),
+    not the bare piece "ки" (1107). Step scores equal the model card's own computation on a real solution."""
+    import transformers
+    folder = tiny_shepherd_mistral(tmp_path / "ms-mistral")
+    if folder is None:
+        pytest.skip("Mistral-7B v1's tokenizer.model is absent: the mistral-common package ships it "
+                    "(pip install mistral-common)")
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    assert len(tok) == 32000 and tok.convert_tokens_to_ids("ки") == 1107  # the bare piece, never in the text
+    assert tok.encode("ки") == [1, 12902] and tok.encode("+ -") == [1, 648, 387]  # the card's numbers
+    question = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
+                "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per "
+                "fresh duck egg. How much in dollars does she make every day at the farmers' market?")
+    steps = ["Step 1: Janet's ducks lay 16 eggs per day, she eats 3 and bakes with 4, so 16 - 3 - 4 = 9 eggs remain.",
+             "Step 2: She sells them for $2 each, so she makes 9 * 2 = $18 every day.",
+             "Step 3: The answer is: 18"]
+    sc = load_scorer(str(folder), kind="prm")
+    assert sc.style == "math-shepherd" and sc._candidates == (648, 387)
+    ids, pos = sc.layout(question, steps)
+    assert [ids[p] for p in pos] == [12902] * 3
+    # the model card's computation, written out: encode(f"{question} {output}"), read P(+) among {+, -} at each tag
+    m = transformers.AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    step_tag_id, candidates = tok.encode("ки")[-1], tok.encode("+ -")[1:]
+    output = "\n".join(f"{s} ки" for s in steps)
+    input_id = torch.tensor([tok.encode(f"{question} {output}")])
+    with torch.no_grad():
+        probs = m(input_id).logits[:, :, candidates].softmax(dim=-1)[:, :, 0]
+    hand = probs[input_id == step_tag_id].tolist()
+    assert len(hand) == 3
+    np.testing.assert_allclose(sc.step_scores(question, steps), hand, rtol=0, atol=1e-6)
+    # in a padded batch with a shorter solution, too
+    got = sc.score_solutions([question, "What is 2 + 2?"], [steps, ["Step 1: 2 + 2 = 4. The answer is: 4"]],
+                             progress=False)
+    np.testing.assert_allclose(got[0], hand, rtol=0, atol=1e-6)
+    assert len(got[1]) == 1
 
 
 def test_remote_code_prm_needs_trust_and_is_found_from_its_config(prms):
@@ -157,6 +195,38 @@ def test_three_formats_read_as_solutions_and_pairs(tmp_path):
     assert pbs["group_id"][0] == mss["group_id"][0]
 
 
+SHEPHERD_Q = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes with four. She sells the rest "
+              "for $2 each. How much does she make every day?")
+SHEPHERD_STEPS = ["Janet's ducks lay 16 eggs, she uses 3 + 4 = 7, so 16 - 7 = 9 remain.",
+                  "She makes 9 * 2 = $20 every day.", "The answer is: 20"]
+
+
+def _shepherd_record(q: str, steps: list[str], marks: list[str], sep: str, labels: str) -> dict:
+    "A Math-Shepherd record: the problem, then each step (after its marker) followed by the tag, steps one a line."
+    body = "\n".join(f"{m}{s} ки" for m, s in zip(marks, steps))
+    lab = body
+    for c in labels:
+        lab = lab.replace("ки", c, 1)
+    return {"input": q + sep + body, "label": q + sep + lab}
+
+
+@pytest.mark.parametrize("form,marks,sep", [
+    ("Step k:", ["Step 1: ", "Step 2: ", "Step 3: "], " "),
+    ("step k: (lower case)", ["step 1: ", "step 2: ", "step 3: "], " "),
+    ("unmarked, after the question mark", ["", "", ""], " "),
+    ("unmarked, the problem on its own line", ["", "", ""], "\n"),
+])
+def test_math_shepherd_records_read_with_lower_case_or_no_step_markers(tmp_path, form, marks, sep):
+    recs = [_shepherd_record(SHEPHERD_Q, SHEPHERD_STEPS, marks, sep, "+--"),
+            _shepherd_record("Compute 3 * 4.", ["3 * 4 = 12.", "The answer is: 12"], marks[:2], "\n", "++")]
+    s = load_solutions(write_jsonl(tmp_path / "ms.jsonl", recs))
+    assert s.attrs["format"] == "math-shepherd" and len(s) == 2
+    assert s["prompt"].tolist() == [SHEPHERD_Q, "Compute 3 * 4."]
+    assert s["steps"][0] == [m + x for m, x in zip(marks, SHEPHERD_STEPS)]
+    assert s["steps"][1] == [m + x for m, x in zip(marks, ["3 * 4 = 12.", "The answer is: 12"])]
+    assert s["labels"].tolist() == [[1, 0, 0], [1, 1]] and s["first_error"].tolist() == [1, -1]
+
+
 @pytest.mark.parametrize("row,field,what", [
     ({"prompt": "q?", "completions": ["a", "b"], "labels": [True]}, "labels", "has 1 labels for 2 steps"),
     ({"prompt": "q?", "completions": [], "labels": []}, "completions", "has no steps"),
@@ -164,6 +234,8 @@ def test_three_formats_read_as_solutions_and_pairs(tmp_path):
     ({"prompt": "q?", "completions": ["a"], "labels": ["maybe"]}, "labels[0]", "is not true/false"),
     ({"problem": "q?", "steps": ["a", "b"], "label": 2}, "label", "outside -1..1"),
     ({"input": "q? Step 1: a ки", "label": "q? Step 1: a ?"}, "label", "does not match 'input'"),
+    ({"input": "Step 1: a ки", "label": "Step 1: a +"}, "input", "has no problem text before the first step"),
+    ({"input": "a b ки", "label": "a b +"}, "input", "has no problem text before the first step"),
 ])
 def test_a_broken_row_exits_2_naming_file_row_and_field(tmp_path, row, field, what):
     from reward_auditor.cli import main
@@ -391,3 +463,183 @@ def test_prm_options_need_kind_prm_and_models_lists_prm_families(tmp_path):
         assert main(["models", "--json"]) == 0
     fams = {r["family"] for r in json.loads(buf.getvalue())}
     assert {"prm-token-classification", "qwen2.5-math-prm", "math-shepherd"} <= fams
+
+
+# ------------------------------------------------------------------------------------ conditions kept and reloaded
+def _stepped_pairs():
+    sols, _ = parse_solutions(trl_rows(3))
+    return solution_pairs(sols)
+
+
+def test_a_condition_from_the_cross_run_store_keeps_the_perturbed_steps(prms, tmp_path, monkeypatch):
+    "A second audit takes LE from the store: its step lists are the perturbed ones, so the PRM scores the same texts."
+    from reward_auditor.audit import audit, store_key
+    monkeypatch.setenv("REWARD_AUDITOR_CACHE", str(tmp_path / "user-cache"))
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "on")
+    pairs = _stepped_pairs()
+    sc = load_scorer(str(prms["token-classification"]), kind="prm")
+    runs = []
+    for k in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs.append(audit(pairs, sc, ["LE"], permutations=199, progress=False, cache=False))
+    assert runs[0].manifest["perturbation_store"]["conditions"] == {"LE": "made"}
+    assert runs[1].manifest["perturbation_store"]["conditions"] == {"LE": "store"}
+    a, b = runs[0].items, runs[1].items
+    assert (a["margin_after"] != a["margin_before"]).all()  # LE rewrites every step: every margin moves
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    pd.testing.assert_frame_equal(runs[0].table, runs[1].table, check_exact=True)
+    # the key covers the step lists: the same answer texts cut into other steps are other items
+    other = pairs.copy()
+    other["chosen_steps"] = [[s[0] + "\n" + s[1], *s[2:]] for s in pairs["chosen_steps"]]
+    assert other["chosen"].tolist() == ["\n".join(s) for s in other["chosen_steps"]]  # the same texts
+    assert store_key(pairs, "LE", 0, {}) != store_key(other, "LE", 0, {})
+
+
+def test_a_rewrite_pack_of_step_data_audits_as_in_one_go(prms, tmp_path, monkeypatch):
+    "perturb --out pack.parquet on step data, then audit --conditions pack.parquet: the in-process audit, bit for bit."
+    from reward_auditor.cli import main
+    from reward_auditor.store import read_pack
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    f = write_jsonl(tmp_path / "trl.jsonl", trl_rows(3))
+    pack = tmp_path / "pack.parquet"
+    common = ["--model", f"prm={prms['token-classification']}", "--kind", "prm", "-B", "199", "--no-report", "-q"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["perturb", "--data", str(f), "--perturbations", "LE,SN", "--out", str(pack), "-q"]) == 0
+        assert main(["audit", "--data", str(f), "--perturbations", "LE,SN", "--out", str(tmp_path / "direct"),
+                     *common]) == 0
+        assert main(["audit", "--conditions", str(pack), "--out", str(tmp_path / "packed"), *common]) == 0
+    for name in ("results.parquet", "items.parquet", "texts.parquet"):
+        a, b = pd.read_parquet(tmp_path / "direct" / name), pd.read_parquet(tmp_path / "packed" / name)
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    original, _ = read_pack(pack)
+    assert original["chosen_steps"].tolist() == _stepped_pairs()["chosen_steps"].tolist()  # not LE's rewrite
+    items = pd.read_parquet(tmp_path / "packed" / "items.parquet")
+    assert (items.loc[items.perturbation == "LE", "margin_after"]
+            != items.loc[items.perturbation == "LE", "margin_before"]).all()
+
+
+# ------------------------------------------------------------------------------------------- writes in the run folder
+def _pb_file(tmp_path):
+    return write_jsonl(tmp_path / "pb.jsonl", [
+        {"id": f"p{k}", "problem": f"What is {k} + {k}?", "steps": [f"{k} + {k} = {2 * k + (k % 2)}.", "Done."],
+         "label": 0 if k % 2 else -1} for k in range(6)])
+
+
+def _run_cli(args):
+    from reward_auditor.cli import main
+    err, buf = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(buf), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rc = main(args)
+    return rc, err.getvalue()
+
+
+@pytest.mark.parametrize("plant", ["prm", "tmp"])
+def test_the_step_audit_writes_only_inside_the_run_folder(prms, tmp_path, plant):
+    "A planted link (prm/ itself, or a fixed-name temporary file) never makes the step audit write outside the run."
+    folder = prms["token-classification"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim").write_text("keep me")
+    run = tmp_path / "run"
+    target = run / "prm" / "token-classification"
+    if plant == "prm":
+        run.mkdir()
+        (run / "prm").symlink_to(outside, target_is_directory=True)
+    else:
+        target.mkdir(parents=True)
+        for name in ("prm_summary.parquet", "prm_best_of_n.parquet", "prm_steps.parquet", "prm.json"):
+            (target / f".{name}.tmp").symlink_to(outside / "victim")
+    rc, err = _run_cli(["audit", "--data", str(_pb_file(tmp_path)), "--model", str(folder), "--kind", "prm",
+                        "--perturbations", "SN", "-B", "99", "--out", str(run), "-q"])
+    assert sorted(p.name for p in outside.iterdir()) == ["victim"] and (outside / "victim").read_text() == "keep me"
+    if plant == "prm":
+        assert rc == 2 and "outside the run folder" in err and "Traceback" not in err, err
+        assert len([ln for ln in err.splitlines() if ": error:" in ln]) == 1, err
+        assert not (run / "prm" / "token-classification").exists()  # refused before anything was made there
+    else:  # the planted names are not used: the files are written under fresh temporary names, then renamed
+        assert rc == 0, err
+        assert pd.read_parquet(target / "prm_summary.parquet")["perturbation"].tolist() == ["SN"]
+
+
+@pytest.mark.parametrize("tau", ["nan", "inf", "-1", "2", "-inf", "x"])
+def test_a_threshold_outside_0_1_is_refused(prms, tmp_path, tau):
+    "--prm-threshold nan/inf/−1/2 gave F1 = 0 with p = 1; now one line naming the option, exit 2 (and the API refuses)."
+    rc, err = _run_cli(["audit", "--data", str(_pb_file(tmp_path)), "--model", str(prms["token-classification"]),
+                        "--kind", "prm", "--prm-threshold", tau, "--out", str(tmp_path / "run"), "-q"])
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--prm-threshold" in err and "Traceback" not in err, err
+    assert not (tmp_path / "run" / "prm").exists()
+    if tau != "x":
+        sols, _ = parse_solutions(trl_rows(2))
+        sc = load_scorer(str(prms["token-classification"]), kind="prm")
+        with pytest.raises(PRMAuditError, match=r"threshold .*\[0, 1\]"):
+            prm_step_audit(sols, sc, [], threshold=float(tau), B=99)
+
+
+def test_a_huge_solution_is_refused_before_work_and_hashed_once(prms, monkeypatch, tmp_path):
+    "150,000 steps (1.6 MB) hung the cache lookup (the whole solution hashed once per step): now refused at once."
+    import signal
+    from reward_auditor import cache as C
+    sc = load_scorer(str(prms["token-classification"]), kind="prm")
+    hashed = []
+    real = C.key_digest
+    monkeypatch.setattr(C, "key_digest", lambda key: hashed.append(sum(len(k) for k in key)) or real(key))
+
+    def late(*_):
+        raise TimeoutError("the huge solution was not refused within 60 s")
+    old = signal.signal(signal.SIGALRM, late)
+    signal.alarm(60)
+    try:
+        huge = [f"step {k:06d}." for k in range(150_000)]
+        assert len("\n".join(huge)) > 1.6e6
+        with pytest.raises(ScorerError, match=r"row id 'big'.*150000 steps.*max_length=512"):
+            sc.score_solutions([PROMPT], [huge], ScoreCache(), progress=False, ids=["big"])
+        assert hashed == []  # refused before the cache was asked
+        # under the step limit but over the token limit: the cache lookup hashes each solution once, not per step
+        long = [f"step {k:03d}: " + "x" * 500 for k in range(400)]
+        with pytest.raises(ScorerError, match="over max_length=512"):
+            sc.score_solutions([PROMPT], [long], ScoreCache(), progress=False)
+        n_hashed = len(hashed)
+        # from the command line: refused before the perturbations run (their edit sizes on 1.6 MB also took minutes)
+        rows = trl_rows(1)
+        rows[0]["completions"], rows[0]["labels"] = huge, [True] * len(huge)
+        rc, err = _run_cli(["audit", "--data", str(write_jsonl(tmp_path / "huge.jsonl", rows)), "--model",
+                            str(prms["token-classification"]), "--kind", "prm", "--perturbations", "SN,LE", "-B", "99",
+                            "--out", str(tmp_path / "run"), "-q", "--no-report"])
+        assert rc == 2 and "150000 steps" in err and "max_length=512" in err and "Traceback" not in err, err
+        assert not (tmp_path / "run" / "conditions").exists()
+        from reward_auditor.audit import audit  # and from Python, before make_conditions
+        with pytest.raises(ScorerError, match=r"150000 steps.*max_length=512"):
+            audit(solution_pairs(parse_solutions(rows)[0]), sc, ["SN", "LE"], permutations=99, progress=False)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert n_hashed == 400 and sum(hashed[:400]) < 400 * 100  # per step: a 73-character key and the step number
+
+
+def test_step_level_p_values_are_bh_adjusted_per_subset_family(prms):
+    "The PRM summary's p-values get BH within each subset's family of perturbations, as the pair table does."
+    from scipy.stats import false_discovery_control
+    from reward_auditor.prm_audit import adjust_families
+    rows = trl_rows(4)
+    sols, _ = parse_solutions(rows)
+    sols["subset"] = ["a"] * 6 + ["b"] * 6  # two subsets: families all, a and b
+    sc = load_scorer(str(prms["token-classification"]), kind="prm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = prm_step_audit(sols, sc, ["SN", "MX", "LE", "PH"], threshold=0.5, B=999)
+    s = res.summary
+    assert list(s["subset"].unique()) == ["all", "a", "b"] and "BH" in res.manifest["multiplicity"]
+    for _, fam in s.groupby("subset"):
+        assert len(fam) == 4
+        np.testing.assert_allclose(fam["p_adjusted"], false_discovery_control(fam["p_value"].to_numpy(), method="bh"),
+                                   rtol=0, atol=1e-15)
+    assert (s["p_adjusted"] >= s["p_value"]).all()
+    # by hand: sorted p (0.01, 0.03, 0.04, 0.5) give 4p/rank = (0.04, 0.06, 0.0533, 0.5); the step-up minimum from the
+    # top gives 0.0533 to both 0.03 and 0.04; subset x is a family of one, left as it is
+    toy = pd.DataFrame({"subset": ["all"] * 4 + ["x"], "p_value": [0.01, 0.04, 0.03, 0.5, 0.02]})
+    got = adjust_families(toy)["p_adjusted"].tolist()
+    np.testing.assert_allclose(got, [0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.5, 0.02], rtol=1e-15)

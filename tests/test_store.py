@@ -421,3 +421,23 @@ def test_release_frees_the_encoder_without_a_collection(monkeypatch):
         assert calls == []                                        # before: a full collection on every release
     finally:
         gc.enable()
+
+def test_a_pack_of_step_data_without_the_original_steps_is_refused(tmp_path, monkeypatch):
+    "A pack that kept only the texts (made before the step lists were kept) would audit rewritten steps as originals."
+    from reward_auditor.steps import parse_solutions, solution_pairs
+    rows = [{"prompt": "What is 2 + 3?", "completions": ["2 + 3 = 5.", "The answer is 5."], "labels": [True, True]},
+            {"prompt": "What is 2 + 3?", "completions": ["2 + 3 = 6.", "The answer is 6."], "labels": [False, False]}]
+    pairs = solution_pairs(parse_solutions(rows)[0])
+    conds = P.perturb(pairs, ["LE"], seed=0)
+    S.write_pack(tmp_path / "new.parquet", pairs, conds)
+    original, _ = S.read_pack(tmp_path / "new.parquet")
+    assert [list(v) for v in original["chosen_steps"]] == pairs["chosen_steps"].tolist()  # not LE's rewrite
+    assert conds["LE"].frame["chosen_steps"].tolist() != pairs["chosen_steps"].tolist()
+    monkeypatch.setattr(S, "_TEXT_FIELDS", ("prompt", "chosen", "rejected", "history"))  # the layout before
+    S.write_pack(tmp_path / "old.parquet", pairs, conds)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="does not keep the original chosen_steps"):
+        S.read_pack(tmp_path / "old.parquet")
+    r = cli("audit", "--conditions", tmp_path / "old.parquet", "--scorer", "length", "--out", tmp_path / "o", "-q",
+            "--no-report")
+    assert r.returncode == 2 and "original_chosen_steps" in r.stderr and "Traceback" not in r.stderr, r.stderr

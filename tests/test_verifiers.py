@@ -291,3 +291,66 @@ def test_plot_with_rates_of_zero():
     fig = va.plot_verifier_audit(res)
     assert len(fig.axes) == 2 and "no rule with a defect" in [x.get_text() for x in fig.axes[1].texts]
     plt.close(fig)
+
+
+# --- intervals clustered by gold answer ------------------------------------------------------------------------
+
+def _wilson(k, n) -> tuple[float, float]:
+    return tuple(float(x) for x in wilson_ci(k, n))
+
+
+def _agreeing_verdicts(failing_golds: int = 6, golds: int = 36, per_gold: int = 17) -> pd.DataFrame:
+    "Verdicts in which every variant of a gold goes the same way: all variants of the first golds rejected."
+    g = np.repeat(np.arange(golds), per_gold)
+    return pd.DataFrame({"item": np.arange(len(g)), "verifier": "v", "stratum": "equivalent", "rule": "r",
+                         "gold_id": g, "outcome": np.where(g < failing_golds, "reject", "accept")})
+
+
+def test_rate_intervals_treat_the_variants_of_one_gold_as_one_cluster():
+    t = va._rate_table(_agreeing_verdicts(), ["verifier", "stratum"]).iloc[0]
+    assert (t.n_verdict, t.n_events) == (612, 102)
+    # 612 variants of 36 golds that each go one way carry the information of 36 independent trials: 6 of 36
+    lo, hi = _wilson(6, 36)
+    assert (t.rate_low, t.rate_high) == pytest.approx((lo, hi), abs=1e-12)
+    assert t.n_golds == 36 and t.rate_n_eff == pytest.approx(36)
+    plain = _wilson(102, 612)
+    assert t.rate_high - t.rate_low > 3 * (plain[1] - plain[0])  # measured: 0.240 against 0.059
+    # variants that disagree within every gold as often as chance: the design effect floors at 1, plain Wilson
+    mixed = _agreeing_verdicts().assign(outcome=lambda d: np.where(d.item % 6 == 0, "reject", "accept"))
+    m = va._rate_table(mixed, ["verifier", "stratum"]).iloc[0]
+    assert m.rate_n_eff == m.n_verdict and (m.rate_low, m.rate_high) == pytest.approx(_wilson(m.n_events, 612))
+
+
+def test_cluster_wilson_design_effect_equals_statsmodels_cluster_robust_variance():
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        sizes = rng.integers(1, 30, 40)
+        events = rng.binomial(sizes, rng.beta(0.5, 3, 40))
+        unit = np.concatenate([np.r_[np.ones(k), np.zeros(s - k)] for k, s in zip(events, sizes)])
+        groups = np.repeat(np.arange(40), sizes)
+        v_cl = sm.OLS(unit, np.ones(len(unit))).fit(cov_type="cluster", cov_kwds={"groups": groups,
+                                                                                  "use_correction": False}).bse[0] ** 2
+        p = unit.mean()
+        lo, hi, n_eff = va.cluster_wilson_ci(events, sizes)
+        assert n_eff == pytest.approx(len(unit) / max(1.0, v_cl / (p * (1 - p) / len(unit))), rel=1e-9)
+        assert (lo, hi) == pytest.approx(_wilson(p * n_eff, n_eff), abs=1e-12)
+    # no events: nothing is known of the agreement within a gold, so the effective n is that of full agreement
+    assert va.cluster_wilson_ci([0, 0, 0], [4, 4, 8])[2] == pytest.approx(256 / 96)
+
+
+def test_default_audit_intervals_are_clustered_by_gold(full):
+    w = full.verdicts[full.verdicts["applicable"]].merge(full.variants[["item", "gold_id", "stratum"]], on="item")
+    wider = 0
+    for r in full.table.itertuples():
+        sub = w[(w.verifier == r.verifier) & (w.stratum == r.stratum)]
+        event = {"equivalent": "reject", "adversarial": "accept", "contract": "accept"}[r.stratum]
+        got = sub[sub.outcome != "no verdict"]
+        per = got.groupby("gold_id").outcome.agg(events=lambda o: int((o == event).sum()), n="size")
+        lo, hi, n_eff = va.cluster_wilson_ci(per["events"], per["n"])
+        assert r.n_golds == sub.gold_id.nunique() and r.rate_n_eff == pytest.approx(n_eff)
+        assert (r.rate_low, r.rate_high) == pytest.approx((lo, hi), abs=1e-12)
+        plain = _wilson(r.n_events, r.n_verdict)
+        assert r.rate_low <= plain[0] + 1e-12 and plain[1] - 1e-12 <= r.rate_high  # never narrower
+        wider += r.rate_high - r.rate_low > plain[1] - plain[0] + 1e-6
+    assert full.table.n_golds.max() <= full.params["n_golds"] and wider > 0

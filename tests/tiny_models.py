@@ -557,3 +557,102 @@ def tiny_prm(path: str | Path, style: str = "token-classification", seed: int = 
                          "auto_map": {"AutoModel": "modeling_qwen2_prm.Qwen2ForProcessRewardModel"}})
     _keep_code_files(path, {"modeling_qwen2_prm.py"})
     return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A real vocabulary: Mistral-7B v1's SentencePiece model, which the mistral-common package ships. Math-Shepherd's PRM
+# is a Mistral-7B fine-tune, so a tiny random Mistral with this tokenizer lays its step tag out as the real one does
+# ("▁ки" in the text, not the bare piece "ки"). The .model file is a protobuf; the few fields needed (each piece's
+# text, score and type) are read here directly, so neither sentencepiece nor protobuf is needed.
+
+def mistral_v1_model_file() -> Path | None:
+    "The path of mistral-common's copy of Mistral's v1 SentencePiece model, or None when it is not installed."
+    import importlib.util
+    spec = importlib.util.find_spec("mistral_common")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    f = Path(list(spec.submodule_search_locations)[0]) / "data" / "tokenizer.model.v1"
+    return f if f.is_file() else None
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    out = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        out |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return out, i
+
+
+def _proto_fields(b: bytes):
+    "(field number, wire type, value) of each field of one protobuf message."
+    i = 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = _varint(b, i)
+        elif wire == 1:
+            v, i = b[i:i + 8], i + 8
+        elif wire == 2:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        elif wire == 5:
+            v, i = b[i:i + 4], i + 4
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield field, wire, v
+
+
+def sentencepiece_pieces(path: str | Path) -> list[tuple[str, float, int]]:
+    "(piece, score, type) of every piece of a SentencePiece model, in id order (ModelProto field 1)."
+    import struct
+    out = []
+    for field, wire, v in _proto_fields(Path(path).read_bytes()):
+        if field == 1 and wire == 2:
+            piece, score, kind = "", 0.0, 1
+            for g, _, u in _proto_fields(v):
+                if g == 1:
+                    piece = u.decode("utf-8")
+                elif g == 2:
+                    score = struct.unpack("<f", u)[0]
+                elif g == 3:
+                    kind = u
+            out.append((piece, score, kind))
+    return out
+
+
+def mistral_v1_tokenizer(path: str | Path | None = None):
+    "Mistral-7B v1's tokenizer (BOS added, byte fallback) rebuilt from its SentencePiece model; None if absent."
+    from transformers import LlamaTokenizer
+    f = mistral_v1_model_file()
+    if f is None:
+        return None
+    pieces = sentencepiece_pieces(f)
+    vocab = {p: i for i, (p, _, _) in enumerate(pieces)}
+    # BPE merges: every split of a normal piece into two pieces, the higher-scored merged piece first
+    merges = sorted((-score, vocab[p[:k]], vocab[p[k:]], p[:k], p[k:]) for p, score, kind in pieces if kind == 1
+                    for k in range(1, len(p)) if p[:k] in vocab and p[k:] in vocab)
+    tok = LlamaTokenizer(vocab=vocab, merges=[(a, b) for *_, a, b in merges], legacy=False, add_prefix_space=True,
+                         add_bos_token=True, add_eos_token=False)
+    if path is not None:
+        tok.save_pretrained(str(path))
+    return tok
+
+
+def tiny_shepherd_mistral(path: str | Path, seed: int = 0) -> Path | None:
+    "A tiny random MistralForCausalLM on Mistral-7B v1's real vocabulary (Math-Shepherd's base); None if absent."
+    from transformers import MistralConfig, MistralForCausalLM
+    path = Path(path)
+    tok = mistral_v1_tokenizer()
+    if tok is None:
+        return None
+    path.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(str(path))
+    cfg = MistralConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, tie_word_embeddings=False)
+    _init(MistralForCausalLM(cfg), seed).save_pretrained(str(path))
+    return path
