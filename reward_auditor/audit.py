@@ -989,9 +989,9 @@ def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list
             continue
         # the bar of each test: the procedure at its rank with every test of the family at its smallest p (BH: level·k/m)
         pm, grp = g["p_min"].to_numpy(float), g["group"].to_numpy()
-        bars = {i: rejection_bar(pm, g.index.get_loc(i), grp, settings) for i in bad.index}
+        bars = [rejection_bar(pm, k, grp, settings) for k in np.flatnonzero(too_few_to_test(g).to_numpy())]
         what = ", ".join(f"{r.perturbation} (N0 = {int(r.n_nonzero)}, p >= {r.p_min:.2g}, flagged only at "
-                         f"p <= {bars[r.Index]:.3g})" for r in bad.itertuples())
+                         f"p <= {b:.3g})" for r, b in zip(bad.itertuples(), bars))
         head = ("too few changed items to detect anything" if undetectable.all() else
                 f"{len(bad)} of {len(g)} perturbations cannot reach significance, too few changed items")
         lvl = f"alpha/2 = {settings.alpha / 2:g} per tail" if settings.two_sided else f"alpha = {settings.alpha:g}"
