@@ -37,10 +37,10 @@ from . import store as ra_store
 # %% auto #0
 __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'STEP_SCORE_COLUMNS',
            'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME',
-           'BELOW_CHANCE_NOTE', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key',
-           'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers', 'scorers_device',
-           'score_conditions', 'item_clusters', 'item_cluster_codes', 'family_seed', 'differences', 'family_table',
-           'decide', 'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult',
+           'BELOW_CHANCE_NOTE', 'FINDINGS_CAPTION', 'AuditError', 'AuditSettings', 'perturbation_names',
+           'data_fingerprint', 'store_key', 'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers',
+           'scorers_device', 'score_conditions', 'item_clusters', 'item_cluster_codes', 'family_seed', 'differences',
+           'family_table', 'decide', 'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult',
            'package_versions', 'error_control', 'too_few_to_test', 'rejection_bar', 'detectability_warnings',
            'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices',
            'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance',
@@ -1563,9 +1563,13 @@ def findings(table: pd.DataFrame) -> pd.DataFrame:
     return table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
 
 
+FINDINGS_CAPTION = "accuracy: original pairs ordered right, a tie (equal scores) counted wrong; ties: such pairs"
+
+
 def findings_html(table: pd.DataFrame) -> str:
-    "The findings frame as an escaped HTML table."
-    return findings(table).style.format(precision=3, escape="html").hide(axis="index").to_html()
+    "The findings frame as an escaped HTML table, captioned with its accuracy rule."
+    return (findings(table).style.format(precision=3, escape="html").hide(axis="index")
+            .set_caption(FINDINGS_CAPTION).to_html())
 
 
 def _audit_repr_html(self: AuditResult) -> str:

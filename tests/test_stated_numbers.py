@@ -159,3 +159,5 @@ def test_two_accuracies_are_each_named_with_their_ties():
     assert "counted half right" in cal.summary() and "counted half right" in cal.to_markdown()
     assert "n_tied" in cal.temperature_table()
     assert "tie (equal scores) counted wrong" in RISK_CAPTION
+    from reward_auditor.audit import findings_html
+    assert "a tie (equal scores) counted wrong" in findings_html(res.table)
