@@ -379,6 +379,20 @@ def pack_conditions(path: str | Path) -> dict:
             for n, c in conds.items()}
 
 
+def _same_originals(path: Path, first: Path, theirs: pd.DataFrame, ours: pd.DataFrame) -> None:
+    "Refuse a conditions file whose original texts differ from the first file's for the same ids (`data_fingerprint`)."
+    def texts(frame):  # the subset is the file's own label (a domain, a file name): only the texts must agree
+        return frame.set_index(frame["id"].astype(str)).loc[ours["id"].astype(str)].reset_index(drop=True) \
+            .assign(subset="")
+    a, b = texts(theirs), texts(ours)
+    if data_fingerprint(a) == data_fingerprint(b):
+        return
+    for i in range(len(a)):  # name the first item that differs
+        if data_fingerprint(a.iloc[[i]]) != data_fingerprint(b.iloc[[i]]):
+            raise AuditError(f"{path}: item {a['id'].iloc[i]!r} has other original texts than in {first}; the files "
+                             "share ids but not items (row-number ids?): audit them separately (conditions)")
+
+
 def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = None, *, domain: str | None = None,
                     errors: str = "raise") -> tuple[pd.DataFrame, dict]:
     "Conditions from externally perturbed files (`perturbations.conditions_from_file`) → (original, {name: Condition})."
@@ -389,11 +403,16 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
         conds = pack_conditions(path) if ra_store.is_pack(path) else \
             ra_perturbations.conditions_from_file(path, _file_mapping(path, mapping), domain=domain, errors=errors)
         for name, cond in conds.items():
+            if name == "orig":  # the original pairs' own name in items.jsonl and texts.parquet
+                raise AuditError(f"{path}: a condition is named 'orig', the name of the original pairs; rename it "
+                                 "with a mapping (conditions)")
             if original is None:
-                original = cond.original
+                original, first = cond.original, path
             elif set(cond.original["id"]) != set(original["id"]):
                 raise AuditError(f"{path}: its items differ from those of the first conditions file (ids); "
                                  "audit files of the same items together, or run them separately (conditions)")
+            elif cond.original is not original:  # the same ids are not the same items: row numbers repeat
+                _same_originals(path, first, cond.original, original)
             if name in out:
                 raise AuditError(f"{path}: condition {name!r} comes from two files; rename one with a mapping "
                                  "(conditions)")
@@ -1323,6 +1342,9 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if conditions is not None and not isinstance(conditions, Mapping):
         paths = [conditions] if isinstance(conditions, (str, Path)) else list(conditions)
         source = ", ".join(map(str, paths))
+        if data is not None:  # the files carry their own original pairs: `data` would be silently ignored
+            raise AuditError(f"give data or conditions files, not both: {source} holds its own original pairs, so "
+                             "the data would not be audited (conditions)")
         from reward_auditor.safety import reading
         with reading(source, "conditions file"):  # a malformed file: one line naming it
             original, conds = file_conditions(paths, mapping, errors=errors)
@@ -1335,6 +1357,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         original = ra_data.load_preferences(data, errors=errors) if not isinstance(data, pd.DataFrame) \
             else ra_data.validate(data)
         conds = dict(conditions or {})
+        if "orig" in conds:  # the original pairs' own name in items.jsonl and texts.parquet
+            raise AuditError("a condition is named 'orig', the name of the original pairs; rename it (conditions)")
     clusters, clusters_by = item_clusters(original, group_by)   # the unit of independence of every test
     names = perturbation_names(perturbations) if perturbations is not None else []
     if isinstance(perturbations, str) and perturbations.strip().lower() == "all" and "chosen_steps" in original.columns:
@@ -1499,12 +1523,19 @@ def _turn_summary(frame: pd.DataFrame) -> dict:
     return {"single_turn": int((t == 1).sum()), "multi_turn": int((t > 1).sum()), "max_user_turns": int(t.max())}
 
 
-def check_writable(path: str | Path, option: str = "--out") -> Path:
-    "Create the folder `path` and check a file can be written there, or raise AuditError naming `option`."
+def check_writable(path: str | Path, option: str = "--out", create: bool = True) -> Path:
+    """Create the folder `path` and check a file can be written there, or raise AuditError naming `option`.
+
+    `create=False` creates nothing: the nearest folder that exists must take a file (a refused command leaves no
+    empty output folder behind)."""
     path = Path(path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=path)  # a new file: never one planted there
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        elif path.exists() and not path.is_dir():
+            raise NotADirectoryError("it is not a folder")
+        probe_in = path if create else next(p for p in (path, *path.absolute().parents) if p.exists())
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=probe_in)  # a new file: never one planted there
         os.close(fd)
         os.unlink(probe)
     except OSError as e:

@@ -83,8 +83,8 @@ def spec_option(field: str) -> str:
 
 
 def error_line(e: BaseException) -> str:
-    "The one line printed for an error: program, 'error', the message with newlines folded and secrets masked."
-    from reward_auditor.guards import mask_secrets
+    "The one line printed for an error: program, 'error', the message printable on one line with secrets masked."
+    from reward_auditor.guards import shown
     msg = " ".join(str(e).split()) or type(e).__name__
     if isinstance(e, SpecError):  # a spec's field, said as the option that sets it
         msg = f"{cli_syntax(' '.join(e.what.split()))} ({spec_option(e.field)})"
@@ -92,7 +92,7 @@ def error_line(e: BaseException) -> str:
     if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
             e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
-    return f"{PROG}: error: {mask_secrets(msg)}"
+    return f"{PROG}: error: {shown(msg)}"  # it can quote a server or a run folder: no escape reaches the terminal
 
 # %% ../nbs/10_cli.ipynb #c8f04616
 EXAMPLES = {
@@ -345,7 +345,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "naming how many, instead of stopping at the first")
     g.add_argument("--conditions", nargs="+", default=S, metavar="FILE",
                    help="externally perturbed files of the same items (the paper's *_prompt_disturbance.json and "
-                        "*_response_disturbance.json, RM-Bench files) to audit; their original items are the data")
+                        "*_response_disturbance.json, RM-Bench files, perturb's packs) to audit; their original "
+                        "items are the data, so not with --data")
     g.add_argument("--mapping", default=S, type=_mapping,
                    help="names of the --conditions columns: 'default' (what the variant holds: LE, LE+SP, ST, LC, "
                         "LE+SLC), 'paper' (the paper's labels ST, LE, SP, LC, SLC) or a JSON object column -> name")
@@ -693,12 +694,12 @@ def _was_set(key: str, value: Any) -> bool:
 
 
 def _flags(keys: Sequence[str], saved: dict) -> str:
-    "The options `keys` with their saved values, as a user would type them (control characters removed)."
-    from reward_auditor.safety import plain_line
+    "The options `keys` with their saved values, as a user would type them (printable, masked, then cut)."
+    from reward_auditor.guards import shown
     def one(k):
         v = saved[k]
-        vals = "" if v is True else " " + " ".join(map(str, v if isinstance(v, list) else [v]))
-        return plain_line(f"--{k.replace('_', '-')}{vals[:300]}")
+        vals = "" if v is True else " ".join(map(str, v if isinstance(v, list) else [v]))
+        return f"--{k.replace('_', '-')}" + (" " + shown(vals, 300) if vals else "")
     return " ".join(one(k) for k in keys)
 
 
@@ -729,9 +730,9 @@ def resolve_audit_args(given: dict) -> dict:
         given = _absolute_paths(given)
         for k, v in given.items():  # what is computed may not change; how, where from and with what may
             if k in (*RESUME_TAKES, *RESUME_CHECKS) and k in saved and saved[k] != v:
-                from reward_auditor.safety import plain_line
-                raise CLIError(f"--{k.replace('_', '-')} {plain_line(repr(v))[:200]} differs from the saved run's "
-                               f"{plain_line(repr(saved[k]))[:200]}; drop it to resume, or use a new --out", str(f))
+                from reward_auditor.guards import shown
+                raise CLIError(f"--{k.replace('_', '-')} {shown(repr(v), 200)} differs from the saved run's "
+                               f"{shown(repr(saved[k]), 200)}; drop it to resume, or use a new --out", str(f))
         saved = {k: saved[k] for k in RESUME_TAKES if k in saved}  # the allow-list: nothing else is taken
     args = {**AUDIT_DEFAULTS, **saved, **given, "out": str(out)}
     if args.get("preset") == "paper-code":  # the official code tests one tail; its output has no IMPROVES
@@ -743,6 +744,9 @@ def resolve_audit_args(given: dict) -> dict:
         args["perturbations"] = "none"  # a file's conditions are the audit; built-ins only when asked for
     if not args.get("data") and not args.get("conditions"):
         raise CLIError("no data given: pass --data FILE (or 'sample') or --conditions FILE", "--data")
+    if args.get("data") and args.get("conditions"):  # the files hold their own original pairs: --data would be ignored
+        raise CLIError("give --data or --conditions, not both: a conditions file or pack holds its own original "
+                       "pairs; audit the data with --data alone, or the files with --conditions alone", "--conditions")
     if not args["model"] and not args["scorer"] and not args.get("endpoint"):
         raise CLIError("no scorer given: pass --model DIR_OR_HUB_ID and/or --scorer overlap|length|noise|FILE",
                        "--model/--scorer")
@@ -849,26 +853,27 @@ def _progress(ns) -> bool:
 
 
 def _print_summary(result, out: Path, rendered, seconds: float) -> None:
-    from reward_auditor.guards import mask_secrets
+    from reward_auditor.guards import shown
+    say = lambda text: print("  " + shown(text))  # names come from servers and data files: printable text only
     t = result.table
     print(f"audited {t['model'].nunique()} scorer(s) x {t['subset'].nunique()} subset(s) x "
           f"{t['perturbation'].nunique()} perturbation(s) in {seconds:.1f} s")
     for model, g in t.groupby("model", sort=False):
         sig = g[g["significant"]]
         names = list(dict.fromkeys(sig["perturbation"]))
-        print(f"  {model}: " + (", ".join(f"{n} ({', '.join(sig.loc[sig['perturbation'] == n, 'subset'])})"
-                                          for n in names) if names else "nothing significant"))
+        say(f"{model}: " + (", ".join(f"{n} ({', '.join(sig.loc[sig['perturbation'] == n, 'subset'])})"
+                                      for n in names) if names else "nothing significant"))
         up = g[g["verdict"] == "IMPROVES"]
         if len(up):
-            print(f"  {model} improves under: " + ", ".join(
+            say(f"{model} improves under: " + ", ".join(
                 f"{n} ({', '.join(up.loc[up['perturbation'] == n, 'subset'])})" for n in dict.fromkeys(up["perturbation"])))
     for model, per in (result.manifest.get("rmbench_style_matrix") or {}).items():
         a = per.get("all", {})
-        print(f"  {model}: RM-Bench style matrix (n = {a.get('n')}): easy {a.get('easy', float('nan')):.3f}, "
-              f"normal {a.get('normal', float('nan')):.3f}, hard {a.get('hard', float('nan')):.3f}, "
-              f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
+        say(f"{model}: RM-Bench style matrix (n = {a.get('n')}): easy {a.get('easy', float('nan')):.3f}, "
+            f"normal {a.get('normal', float('nan')):.3f}, hard {a.get('hard', float('nan')):.3f}, "
+            f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
     for w in result.manifest.get("warnings", []):
-        print(f"{PROG}: warning: {mask_secrets(w)}", file=sys.stderr)
+        print(f"{PROG}: warning: {shown(w)}", file=sys.stderr)
     print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv, items.jsonl)")
     if rendered is not None:
         print(f"report: {rendered.html}")
@@ -1055,13 +1060,39 @@ def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progres
 def _locked_run(args: dict, progress: bool) -> int:
     "`run_audit` holding the lock on --out from the saved arguments to the report: one run per folder."
     from reward_auditor.audit import check_writable
-    from reward_auditor.safety import RunLock
+    from reward_auditor.safety import LOCK_FILE, RunLock
     import warnings
-    check_writable(args["out"])
-    with RunLock(args["out"]), warnings.catch_warnings():
+    out = Path(args["out"]).absolute()
+    new = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder this run makes
+    before = set(os.listdir(out)) if new is None and out.is_dir() else None
+    check_writable(out)
+    with RunLock(out), warnings.catch_warnings():
         for pattern in MANIFEST_REPEATS:  # said once, with the manifest's counts, after the run
             warnings.filterwarnings("ignore", message=pattern)
-        return run_audit(args, progress=progress)
+        try:
+            return run_audit(args, progress=progress)
+        except BaseException:
+            try:  # refused before anything was written: what it made goes again, the lock still held
+                if new is not None:
+                    _remove_if_unwritten(new)
+                elif before is not None and set(os.listdir(out)) - before == {LOCK_FILE}:  # an existing folder
+                    (out / LOCK_FILE).unlink()
+            except OSError:  # the refusal is what the user must see, not a failed tidy-up
+                pass
+            raise
+
+
+def _remove_if_unwritten(top: Path) -> None:
+    "Remove the folder `top` if it holds nothing but empty folders and the run lock's file (a run that wrote nothing)."
+    from reward_auditor.safety import LOCK_FILE
+    walk = list(os.walk(top, topdown=False))
+    if any(f != LOCK_FILE for _, _, files in walk for f in files) or any(
+            os.path.islink(os.path.join(d, s)) for d, subs, _ in walk for s in subs):
+        return
+    for d, _, files in walk:
+        for f in files:
+            os.unlink(os.path.join(d, f))
+        os.rmdir(d)
 
 
 def cmd_audit(ns) -> int:
@@ -1081,7 +1112,7 @@ def cmd_perturb(ns) -> int:
     out = Path(ns.out)
     if out.suffix not in (".jsonl", ".csv", ".parquet"):
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
-    check_writable(out.parent)
+    check_writable(out.parent, create=False)  # made when the file is written: a refused run leaves no folder
     data = data_from(data_spec(vars(ns)), errors="drop" if ns.drop_invalid else "raise", seed=ns.seed)
     try:
         names = perturbation_names(ns.perturbations)
@@ -1156,7 +1187,7 @@ def _check_out(ns) -> None:
     if ns.out:
         from reward_auditor.audit import check_writable
         p = Path(ns.out)
-        check_writable(p.parent if p.suffix in (".csv", ".parquet") else p)
+        check_writable(p.parent if p.suffix in (".csv", ".parquet") else p, create=False)  # made when written
 
 
 def _emit(result, ns) -> int:
@@ -1246,7 +1277,7 @@ def cmd_compare(ns) -> int:
     from reward_auditor.audit import AuditResult, check_writable
     from reward_auditor.compare import compare
     from reward_auditor.report import comparison_page
-    out = check_writable(ns.out)
+    out = check_writable(ns.out, create=False)  # made by the save: a refused comparison leaves no folder
     results = [AuditResult.load(r) for r in ns.runs]
     models = [m.strip() for m in ns.models.split(",") if m.strip()] if ns.models else None
     cmp = compare(results if len(results) > 1 else results[0], on=ns.on, multiplicity=ns.multiplicity,
@@ -1287,7 +1318,8 @@ def _line_progress_class():
                 self._said = True
                 total = f"/{self.total}" if self.total else ""
                 elapsed = self.format_interval(self.format_dict["elapsed"])
-                print(f"{PROG}: {self.desc or 'progress'}: {self.n}{total} in {elapsed}", file=self._line_to,
+                from reward_auditor.guards import shown  # a bar's name can be a served model's id
+                print(f"{PROG}: {shown(self.desc) or 'progress'}: {self.n}{total} in {elapsed}", file=self._line_to,
                       flush=True)
             super().close()
     return LineProgress
@@ -1354,8 +1386,8 @@ class _WarningLines:
         if (category, filename, lineno) in self.seen:
             return
         self.seen.add((category, filename, lineno))
-        from reward_auditor.guards import mask_secrets  # a server's text can carry a key
-        print(f"{PROG}: warning: {mask_secrets(' '.join(str(message).split()))}", file=sys.stderr, flush=True)
+        from reward_auditor.guards import shown  # a server's text can carry a key or an escape sequence
+        print(f"{PROG}: warning: {shown(message)}", file=sys.stderr, flush=True)
 
 
 def warning_lines():
@@ -1460,8 +1492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if is_input_error(e):
             print(error_line(e), file=sys.stderr)
             return 2
-        from reward_auditor.guards import mask_secrets
-        print(f"{PROG}: internal error: {type(e).__name__}: {mask_secrets(' '.join(str(e).split()))} "
+        from reward_auditor.guards import shown
+        print(f"{PROG}: internal error: {type(e).__name__}: {shown(e)} "
               f"(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
     finally:

@@ -24,6 +24,7 @@ from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, below_chance_r
                                   findings, findings_html,
                                   too_few_to_test)
 from . import plots
+from .run_settings import run_settings
 
 # %% auto #0
 __all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'RISK_CAPTION',
@@ -674,7 +675,8 @@ def split_command(run_dir: str | Path) -> str:
         assert isinstance(saved, dict)
     except (OSError, ValueError, AssertionError):
         return "audit the data again with --by turns (by='turns' in Python) and the run's score cache"
-    q = lambda v: shlex.quote(str(v))
+    from reward_auditor.guards import shown
+    q = lambda v: shlex.quote(shown(v))  # run.json is the folder's text: printable only, no escape sequence
     as_list = lambda v: v if isinstance(v, list) else [] if v in (None, "") else [v]
     parts = ["reward-auditor audit"]
     for flag in ("data", "conditions"):
@@ -720,6 +722,7 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
             loaded = AuditResult.load(r)
         except ValueError as e:
             raise ReportError(str(e)) from None
+        run_settings(loaded.manifest, r / "manifest.json", ReportError)  # what the report reuses, checked first
         if by == "turns":
             check_split_by_turns(loaded, r)
     by = "model" if by == "turns" else by  # as the audit's --by turns: the model report of the split subsets
