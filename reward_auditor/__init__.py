@@ -12,9 +12,10 @@ _LAZY = {
     "DataError": ("data", "DataError"), "load_scorer": ("scorers", "load_scorer"),
     "render": ("report", "render"), "verifier_audit": ("verifiers", "verifier_audit"),
     "protocol_report": ("protocol", "protocol_report"), "meta_report": ("meta", "meta_report"),
+    "plan": ("planning", "plan"), "mde": ("planning", "mde"),
 }
 _MODULES = ("data", "stats", "multiplicity", "resources", "perturbations", "rewriters", "cache", "scorers", "families", "audit", "plots",
-            "report", "cli", "heterogeneity", "verifiers", "protocol", "meta", "compare", "calibration", "specs")
+            "report", "cli", "heterogeneity", "verifiers", "protocol", "meta", "compare", "calibration", "specs", "planning")
 # submodules named after their main function: `ra.audit(...)` calls `ra.audit.audit(...)`, while
 # `ra.audit.AuditResult` and `from reward_auditor.audit import ...` keep working as for any module
 _CALLABLE = ("audit", "heterogeneity", "compare", "calibration")

@@ -31,19 +31,21 @@ from . import scorers as ra_scorers
 from . import specs as ra_specs
 from .resources import cpu_seconds
 from .specs import dropped_record
+from . import planning as ra_planning
 from . import stats as ra_stats
 from . import store as ra_store
 
 # %% auto #0
 __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'STEP_SCORE_COLUMNS',
            'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME',
-           'BELOW_CHANCE_NOTE', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key',
-           'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers', 'scorers_device',
-           'score_conditions', 'item_clusters', 'item_cluster_codes', 'family_seed', 'differences', 'family_table',
-           'decide', 'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult',
-           'package_versions', 'error_control', 'too_few_to_test', 'detectability_warnings', 'change_stats',
-           'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices', 'rewardbench2_headline',
-           'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance', 'findings', 'findings_html']
+           'BELOW_CHANCE_NOTE', 'FINDINGS_CAPTION', 'AuditError', 'AuditSettings', 'perturbation_names',
+           'data_fingerprint', 'store_key', 'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers',
+           'scorers_device', 'score_conditions', 'item_clusters', 'item_cluster_codes', 'family_seed', 'differences',
+           'family_table', 'decide', 'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult',
+           'package_versions', 'error_control', 'too_few_to_test', 'rejection_bar', 'detectability_warnings',
+           'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices',
+           'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance',
+           'chance_counts', 'below_chance_rows', 'findings', 'findings_html']
 
 # %% ../nbs/08b_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -73,7 +75,7 @@ class AuditSettings:
     two_sided: bool | None = None  # None: both tails, except preset 'paper-code' (the paper's one-sided test)
     preset: str | None = None
     group_weights: dict | None = None
-    effect_ci: str = "nct"
+    effect_ci: str = "bca"
     group_by: str | None = None    # the column whose equal values form a cluster; None: group_id, else the prompt
 
     def __post_init__(self):
@@ -378,6 +380,20 @@ def pack_conditions(path: str | Path) -> dict:
             for n, c in conds.items()}
 
 
+def _same_originals(path: Path, first: Path, theirs: pd.DataFrame, ours: pd.DataFrame) -> None:
+    "Refuse a conditions file whose original texts differ from the first file's for the same ids (`data_fingerprint`)."
+    def texts(frame):  # the subset is the file's own label (a domain, a file name): only the texts must agree
+        return frame.set_index(frame["id"].astype(str)).loc[ours["id"].astype(str)].reset_index(drop=True) \
+            .assign(subset="")
+    a, b = texts(theirs), texts(ours)
+    if data_fingerprint(a) == data_fingerprint(b):
+        return
+    for i in range(len(a)):  # name the first item that differs
+        if data_fingerprint(a.iloc[[i]]) != data_fingerprint(b.iloc[[i]]):
+            raise AuditError(f"{path}: item {a['id'].iloc[i]!r} has other original texts than in {first}; the files "
+                             "share ids but not items (row-number ids?): audit them separately (conditions)")
+
+
 def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = None, *, domain: str | None = None,
                     errors: str = "raise") -> tuple[pd.DataFrame, dict]:
     "Conditions from externally perturbed files (`perturbations.conditions_from_file`) → (original, {name: Condition})."
@@ -388,11 +404,16 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
         conds = pack_conditions(path) if ra_store.is_pack(path) else \
             ra_perturbations.conditions_from_file(path, _file_mapping(path, mapping), domain=domain, errors=errors)
         for name, cond in conds.items():
+            if name == "orig":  # the original pairs' own name in items.jsonl and texts.parquet
+                raise AuditError(f"{path}: a condition is named 'orig', the name of the original pairs; rename it "
+                                 "with a mapping (conditions)")
             if original is None:
-                original = cond.original
+                original, first = cond.original, path
             elif set(cond.original["id"]) != set(original["id"]):
                 raise AuditError(f"{path}: its items differ from those of the first conditions file (ids); "
                                  "audit files of the same items together, or run them separately (conditions)")
+            elif cond.original is not original:  # the same ids are not the same items: row numbers repeat
+                _same_originals(path, first, cond.original, original)
             if name in out:
                 raise AuditError(f"{path}: condition {name!r} comes from two files; rename one with a mapping "
                                  "(conditions)")
@@ -609,9 +630,11 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
         pmin[testable] = ra_stats.min_pvalue(n0[testable], settings.permutations, statistic=settings.statistic,
                                              p_method=settings.p_method, n=units[:Dt.shape[1]])
     rows = []
+    m_family = max(1, int(testable.sum()))   # the MDE's family: the tests BH runs over (STATS.md §19)
     for k, name in enumerate(names):
         ok = finite[:, k]
         eff = dict.fromkeys([*EFFECT_FIELDS, "effect_size"], np.nan)  # every row has the columns, tested or not
+        eff.update(effect_undefined="undefined: fewer than 2 finite pairs", mde=np.nan, icc=np.nan)
         if testable[k]:
             e = ra_stats.effect_sizes(ra_stats.confidence(mb[ok, k], settings.scale),
                                       ra_stats.confidence(ma[ok, k], settings.scale), scale=settings.scale,
@@ -619,11 +642,14 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
                                       cluster_ids=None if cl is None else cl[ok])
             eff = {f: float(getattr(e, f)) for f in EFFECT_FIELDS}
             eff["effect_size"] = eff["d_z0" if settings.effect_ddof == 0 else "d_z"]
+            eff.update(_mde_fields(D[ok, k], None if cl is None else cl[ok], m_family, settings),
+                       effect_undefined=e.undefined)
         rows.append(dict(
             perturbation=name, group=groups.get(name, "other"), n=int(ok.sum()),
             n_clusters=int(ok.sum()) if cl is None else len(set(cl[ok])), n_changed=int(ch[ok, k].sum()),
             n_dropped=int((~ok).sum()),
             accuracy_before=float(np.mean(mb[ok, k] > 0)) if ok.any() else np.nan,
+            n_tied_before=int(np.sum(mb[ok, k] == 0)),   # equal scores: counted wrong in accuracy_before
             accuracy_after=float(np.mean(ma[ok, k] > 0)) if ok.any() else np.nan,
             mean_margin_before=float(np.mean(mb[ok, k])) if ok.any() else np.nan,
             mean_margin_after=float(np.mean(ma[ok, k])) if ok.any() else np.nan,
@@ -647,6 +673,17 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
                           if settings.two_sided else None, g, settings)[0]
     t["detectable"] = np.asarray(best.rejected, bool)
     return t
+
+
+def _mde_fields(d: np.ndarray, clusters, m: int, settings: AuditSettings) -> dict:
+    "The minimum detectable d_z of one test (80% power, a family of `m` at FDR alpha); with clusters, n_eff from the ICC of `d`."
+    icc, size = 0.0, 1.0
+    if clusters is not None:
+        est = ra_planning.icc_anova(d, clusters)
+        icc = est if np.isfinite(est) else 0.0
+        size = d.size / len(set(clusters))
+    mde = ra_planning.mde(d.size, m=m, q=settings.alpha, power=0.8, cluster_size=size, icc=icc)
+    return {"mde": float(mde), "icc": float(icc) if clusters is not None else np.nan}
 
 
 def _adjust_family(p, p_less, groups, settings: AuditSettings):
@@ -674,6 +711,8 @@ def decide(table: pd.DataFrame, settings: AuditSettings) -> tuple[pd.DataFrame, 
     for col in ("significant", "stars", "r_S", "verdict"):
         t[col] = rr[col].to_numpy()
     t["significant"] = t["significant"].astype(bool)
+    if "mde" in t:  # an honest "no": a cell not flagged whose MDE exceeds the margin could not have seen the margin
+        t["underpowered"] = (t["verdict"] == "NO_EVIDENCE").to_numpy() & (t["mde"].to_numpy(float) > float(margin))
     t["r_S"] = t["r_S"].astype(float) + 0.0  # no signed zeros in the table
     return t, float(margin)
 
@@ -751,10 +790,10 @@ def write_summaries(result, path: str | Path) -> None:
 # %% ../nbs/08b_audit.ipynb #b94a5590
 TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_clusters", "n_changed", "n_dropped",
                  "change_rate", "median_edit_size", "n_truncated", "n_answer_cut",
-                 "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
+                 "accuracy_before", "n_tied_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
-                 "ci_low", "ci_high",
-                 "n_nonzero", "p_min", "detectable",
+                 "ci_low", "ci_high", "effect_undefined",
+                 "n_nonzero", "p_min", "detectable", "icc", "mde", "underpowered",
                  "p", "p_adjusted", "p_by", "p_less", "p_less_adjusted", "significant", "stars", "r_S", "verdict",
                  "len_change_chosen", "len_change_rejected", "word_growth_chosen", "word_growth_rejected"]
 
@@ -956,20 +995,46 @@ def too_few_to_test(table: pd.DataFrame) -> pd.Series:
     return ~table["detectable"].fillna(True).astype(bool) & (table["n_nonzero"].fillna(0) > 0)
 
 
+def rejection_bar(p, i: int, groups, settings: AuditSettings) -> float:
+    "The largest p-value test `i` could have and still be flagged, the other tests kept at `p` (the run's procedure)."
+    p = np.array(p, np.float64)
+    if not np.isfinite(p[i]):
+        return float("nan")
+
+    def flagged(x: float) -> bool:
+        p[i] = x
+        return bool(_adjust_family(p, p if settings.two_sided else None, groups, settings)[0].rejected[i])
+
+    if not flagged(0.0):
+        return 0.0
+    if flagged(1.0):
+        return 1.0
+    lo, hi = 0.0, 1.0   # flagged at lo, not at hi: halve the gap to double precision
+    for _ in range(64):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if flagged(mid) else (lo, mid)
+    return lo
+
+
 def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list[str]:
-    "One line per family with perturbations that cannot reach significance (too few changed items)."
+    "One line per family with perturbations that cannot reach significance (too few changed items), each with its bar."
     out = []
-    lvl = settings.alpha / 2 if settings.two_sided else settings.alpha
     for (model, subset), g in table.groupby(["model", "subset"], sort=False):
         undetectable = ~g["detectable"].astype(bool)
         bad = g[too_few_to_test(g)]
         if not len(bad):
             continue
-        what = ", ".join(f"{r.perturbation} (N0 = {int(r.n_nonzero)}, p >= {r.p_min:.2g})" for r in bad.itertuples())
+        # the bar of each test: the procedure at its rank with every test of the family at its smallest p (BH: level·k/m)
+        pm, grp = g["p_min"].to_numpy(float), g["group"].to_numpy()
+        bars = [rejection_bar(pm, k, grp, settings) for k in np.flatnonzero(too_few_to_test(g).to_numpy())]
+        what = ", ".join(f"{r.perturbation} (N0 = {int(r.n_nonzero)}, p >= {r.p_min:.2g}, flagged only at "
+                         f"p <= {b:.3g})" for r, b in zip(bad.itertuples(), bars))
         head = ("too few changed items to detect anything" if undetectable.all() else
                 f"{len(bad)} of {len(g)} perturbations cannot reach significance, too few changed items")
-        out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g} (a p-value <= {lvl:g} "
-                   f"needed at best; N0 = pairs whose score margin changed, p >= the smallest p they allow): {what}")
+        lvl = f"alpha/2 = {settings.alpha / 2:g} per tail" if settings.two_sided else f"alpha = {settings.alpha:g}"
+        out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g} (N0 = pairs whose score margin "
+                   f"changed, p >= the smallest p they allow; the bar is {settings.multiplicity}'s threshold at the "
+                   f"test's rank with every test at its smallest p, for bh {lvl} times rank/tests): {what}")
     return out
 
 # %% ../nbs/08b_audit.ipynb #58885a6d
@@ -1275,7 +1340,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
           out: str | Path | None = None, progress: bool = True, conditions: Any = None,
           on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
           two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
-          effect_ci: str = "nct", engine: Any = None, perturb_workers: int | None = None,
+          effect_ci: str = "bca", engine: Any = None, perturb_workers: int | None = None,
           errors: str = "raise", overwrite: bool = False,
           perturb_turns: str = "final", group_by: str | None = None,
           on_start: Callable[[], Any] | None = None,
@@ -1295,6 +1360,9 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     if conditions is not None and not isinstance(conditions, Mapping):
         paths = [conditions] if isinstance(conditions, (str, Path)) else list(conditions)
         source = ", ".join(map(str, paths))
+        if data is not None:  # the files carry their own original pairs: `data` would be silently ignored
+            raise AuditError(f"give data or conditions files, not both: {source} holds its own original pairs, so "
+                             "the data would not be audited (conditions)")
         from reward_auditor.safety import reading
         with reading(source, "conditions file"):  # a malformed file: one line naming it
             original, conds = file_conditions(paths, mapping, errors=errors)
@@ -1307,6 +1375,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         original = ra_data.load_preferences(data, errors=errors) if not isinstance(data, pd.DataFrame) \
             else ra_data.validate(data)
         conds = dict(conditions or {})
+        if "orig" in conds:  # the original pairs' own name in items.jsonl and texts.parquet
+            raise AuditError("a condition is named 'orig', the name of the original pairs; rename it (conditions)")
     clusters, clusters_by = item_clusters(original, group_by)   # the unit of independence of every test
     names = perturbation_names(perturbations) if perturbations is not None else []
     if isinstance(perturbations, str) and perturbations.strip().lower() == "all" and "chosen_steps" in original.columns:
@@ -1371,6 +1441,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                                  settings.scale)
     items["cluster"] = item_cluster_codes(clusters, items["id"])   # the unit of independence, for compare/calibration
     truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
+    # a scorer with a token limit that reports no counts: whether it cut anything is unknown, and the report says so
+    untold = [sc.name for sc in scorer_objs if sc.name not in truncation and getattr(sc, "max_length", None)]
     style_matrix = {sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
     if store is not None and store is not cache:   # the run's own file, opened here: closed now, its journal folded in
         store.close()
@@ -1447,6 +1519,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "truncation": truncation,
+        "truncation_unknown": untold,
         "rmbench_style_matrix": style_matrix,
         **({"rewardbench2": _jsonable(rb2)} if rb2 else {}),
         "cache": str(getattr(store, "path", store)) if store is not None else None,
@@ -1468,12 +1541,19 @@ def _turn_summary(frame: pd.DataFrame) -> dict:
     return {"single_turn": int((t == 1).sum()), "multi_turn": int((t > 1).sum()), "max_user_turns": int(t.max())}
 
 
-def check_writable(path: str | Path, option: str = "--out") -> Path:
-    "Create the folder `path` and check a file can be written there, or raise AuditError naming `option`."
+def check_writable(path: str | Path, option: str = "--out", create: bool = True) -> Path:
+    """Create the folder `path` and check a file can be written there, or raise AuditError naming `option`.
+
+    `create=False` creates nothing: the nearest folder that exists must take a file (a refused command leaves no
+    empty output folder behind)."""
     path = Path(path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=path)  # a new file: never one planted there
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        elif path.exists() and not path.is_dir():
+            raise NotADirectoryError("it is not a folder")
+        probe_in = path if create else next(p for p in (path, *path.absolute().parents) if p.exists())
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=probe_in)  # a new file: never one planted there
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
@@ -1484,27 +1564,61 @@ def check_writable(path: str | Path, option: str = "--out") -> Path:
 BELOW_CHANCE_NOTE = "below chance: suitability is not meaningful here"
 
 
-def below_chance(accuracy) -> bool:
-    "True when the accuracy on the original pairs is at or below 0.5 (a coin would do as well)."
-    return bool(pd.notna(accuracy) and float(accuracy) <= 0.5)
+def below_chance(accuracy, n=None, n_tied=0) -> bool:
+    "True when, ties left out, the scorer is right no more often than wrong on the original pairs (`accuracy`: ties wrong)."
+    if not pd.notna(accuracy):
+        return False
+    if n is None or not pd.notna(n) or not n_tied or not pd.notna(n_tied):
+        return float(accuracy) <= 0.5            # no ties: the decided pairs are all the pairs
+    right = int(round(float(accuracy) * int(n)))
+    return 2 * right <= int(n) - int(n_tied)     # right <= wrong on the decided pairs (none decided: at chance)
+
+
+def chance_counts(table: pd.DataFrame) -> pd.DataFrame:
+    "Per row: pairs right, wrong and tied on the originals, the accuracy on the decided ones and the binomial p (right > wrong)."
+    from scipy.stats import binomtest
+    n = table["n"].fillna(0).astype(int)
+    tied = table["n_tied_before"].fillna(0).astype(int) if "n_tied_before" in table else pd.Series(0, table.index)
+    right = (table["accuracy_before"].fillna(0) * n).round().astype(int)
+    wrong = n - right - tied
+    decided = right + wrong
+    p = [float(binomtest(int(r), int(d), 0.5, alternative="greater").pvalue) if d > 0 else float("nan")
+         for r, d in zip(right, decided)]
+    return pd.DataFrame({"right": right, "wrong": wrong, "tied": tied,
+                         "decided_accuracy": (right / decided.where(decided > 0)).astype(float), "p_chance": p},
+                        index=table.index)
+
+
+def below_chance_rows(table: pd.DataFrame) -> pd.Series:
+    "`below_chance` of every row of an audit table (ties left out when the table counts them)."
+    tied = table["n_tied_before"] if "n_tied_before" in table else pd.Series(0, table.index)
+    n = table["n"] if "n" in table else pd.Series(None, table.index, dtype=object)
+    return pd.Series([below_chance(a, m, t) for a, m, t in zip(table["accuracy_before"], n, tied)], table.index,
+                     dtype=bool)
 
 
 def findings(table: pd.DataFrame) -> pd.DataFrame:
-    "Per scorer × subset: significant perturbations (largest effect first), UNSUITABLE count, accuracy."
+    "Per scorer × subset: significant perturbations (largest effect first), UNSUITABLE count, accuracy (ties wrong) and ties."
     def one(g):
         sig = g[g["significant"].astype(bool)].sort_values("effect_size", ascending=False)
+        first = g.iloc[[0]]
         return pd.Series({
             "accuracy": float(g["accuracy_before"].iloc[0]),
+            "ties": int(first["n_tied_before"].iloc[0]) if "n_tied_before" in g else 0,
             "unsuitable": int((g["verdict"] == "UNSUITABLE").sum()),
             "significant": ", ".join(f"{r.perturbation} ({r.effect_size:+.2f}{r.stars})" for r in sig.itertuples())
                            or "none",
-            "caveat": BELOW_CHANCE_NOTE if below_chance(g["accuracy_before"].iloc[0]) else ""})
+            "caveat": BELOW_CHANCE_NOTE if below_chance_rows(first).iloc[0] else ""})
     return table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
 
 
+FINDINGS_CAPTION = "accuracy: original pairs ordered right, a tie (equal scores) counted wrong; ties: such pairs"
+
+
 def findings_html(table: pd.DataFrame) -> str:
-    "The findings frame as an escaped HTML table."
-    return findings(table).style.format(precision=3, escape="html").hide(axis="index").to_html()
+    "The findings frame as an escaped HTML table, captioned with its accuracy rule."
+    return (findings(table).style.format(precision=3, escape="html").hide(axis="index")
+            .set_caption(FINDINGS_CAPTION).to_html())
 
 
 def _audit_repr_html(self: AuditResult) -> str:

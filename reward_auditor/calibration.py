@@ -18,23 +18,24 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats as sps
 
+from .calibration_inputs import (CalibrationError, SCORE_FIELDS, _audit_frames,  # noqa: F401
+                                               _check_run_files, _given, _lengths, _numbers, _read_records,
+                                               calibration_inputs, read_run, score_file_pairs)
+_all_ = ['SCORE_FIELDS', 'CalibrationError', 'score_file_pairs', 'read_run', 'calibration_inputs']  # as before the split
 from .heterogeneity import wilson_interval
 from .multiplicity import bh_adjust
-from .safety import atomic_write, file_sha256, md_escape, reading
+from .run_settings import run_settings
+from .safety import atomic_write, md_escape
 from .tables import write_summaries
 from .stats import cluster_index, cluster_sums, signflip_tests
 
 # %% auto #0
-__all__ = ['N_BINS', 'STRATA', 'STRATA_CUTS', 'SCORE_FIELDS', 'TABLE_COLUMNS', 'FRAMES', 'CalibrationError', 'win_probability',
-           'brier', 'log_loss', 'symmetrize', 'confidence_correct', 'bin_index', 'reliability_bins', 'ece',
-           'resample_weights', 'basic_interval', 'ece_interval', 'ece_band', 'TemperatureFit', 'fit_temperature',
-           'loss_differences', 'loss_change_tests', 'correctness', 'spearman_interval', 'effective_n',
-           'length_baselines', 'length_strata', 'length_controlled_accuracy', 'score_file_pairs', 'read_run',
-           'calibration_inputs', 'margin_histogram', 'findings', 'CalibrationResult', 'calibration']
-
-# %% ../nbs/02e_calibration.ipynb #a92de893
-class CalibrationError(ValueError):
-    "Bad input to the calibration diagnostic: the message says what was wrong, where, and what to do."
+__all__ = ['N_BINS', 'STRATA', 'STRATA_CUTS', 'TABLE_COLUMNS', 'FRAMES', 'ACCURACY_NOTE', 'win_probability', 'brier', 'log_loss',
+           'symmetrize', 'confidence_correct', 'bin_index', 'reliability_bins', 'ece', 'resample_weights',
+           'basic_interval', 'ece_interval', 'ece_band', 'TemperatureFit', 'fit_temperature', 'loss_differences',
+           'loss_change_tests', 'correctness', 'spearman_interval', 'effective_n', 'length_baselines', 'length_strata',
+           'length_controlled_accuracy', 'margin_histogram', 'findings', 'CalibrationResult', 'calibration',
+           'SCORE_FIELDS', 'CalibrationError', 'score_file_pairs', 'read_run', 'calibration_inputs']
 
 # %% ../nbs/02e_calibration.ipynb #4218c6d7
 def win_probability(margin) -> np.ndarray:
@@ -68,7 +69,7 @@ def confidence_correct(margin) -> tuple[np.ndarray, np.ndarray]:
 
 
 def bin_index(conf, n_bins: int = N_BINS, method: str = "uniform") -> np.ndarray:
-    "Bin of each confidence: equal-width bins on [0.5, 1] (last closed) or, `method='adaptive'`, equal-count bins."
+    "Bin of each confidence: equal-width bins [lo, hi) on [0.5, 1], the last closed (numpy.histogram's and netcal's convention; scikit-learn's calibration_curve closes bins on the right), or, `method='adaptive'`, equal-count bins."
     c = np.asarray(conf, np.float64)
     if method == "uniform":
         edges = np.linspace(0.5, 1.0, n_bins + 1)
@@ -246,7 +247,7 @@ def spearman_interval(x, y, level: float = 0.95) -> dict:
 
 
 def effective_n(hit, groups=None) -> float:
-    "n over the design effect (cluster-robust over plug-in variance of the mean) of a clustered proportion, ≤ n."
+    "n over the design effect (CR1 cluster-robust over HC1 variance of the mean) of a clustered proportion, ≤ n."
     hit = np.asarray(hit, np.float64)
     n = hit.size
     if groups is None or n < 2:
@@ -255,8 +256,8 @@ def effective_n(hit, groups=None) -> float:
     if G == n:
         return float(n)
     e = hit - hit.mean()
-    within = float((e ** 2).sum())                                   # n × the plug-in variance of pairs
-    between = float((np.bincount(codes, weights=e, minlength=G) ** 2).sum())  # the same, cluster-robust
+    within = float((e ** 2).sum()) * n / (n - 1)                     # n² × the HC1 variance of the mean
+    between = float((np.bincount(codes, weights=e, minlength=G) ** 2).sum()) * G / (G - 1)  # n² × CR1's
     return float(n) if between <= 0 or within <= 0 else float(min(n, max(n * within / between, 1.0)))
 
 
@@ -307,204 +308,6 @@ def length_controlled_accuracy(margin, len_chosen, len_rejected, level: float = 
     z = _z(level)
     return {"accuracy": acc, "low": max(0.0, acc - z * se), "high": min(1.0, acc + z * se), "k": K}, st
 
-# %% ../nbs/02e_calibration.ipynb #24156b1e
-SCORE_FIELDS = ("scores_chosen", "scores_rejected")
-
-
-def _numbers(value, path, row: int, name: str) -> np.ndarray:
-    "A score field as a finite float vector, or a CalibrationError naming file, row and field."
-    try:
-        v = np.atleast_1d(np.asarray(value, np.float64))
-    except (TypeError, ValueError):
-        v = np.array([np.nan])
-    if v.ndim != 1 or v.size == 0 or not np.isfinite(v).all():
-        raise CalibrationError(f"{path}: row {row}: field `{name}` must be a finite number or a list of them, "
-                               f"got {str(value)[:60]!r}")
-    return v
-
-
-def _read_records(path: Path) -> pd.DataFrame:
-    "A JSON list, a dict of columns, JSON lines, CSV or Parquet file of per-prompt records."
-    if not path.exists():
-        raise CalibrationError(f"{path}: no such file or folder; pass a run folder or a per-prompt score file")
-    with reading(path, "score file"):
-        if path.suffix == ".parquet":
-            return pd.read_parquet(path)
-        if path.suffix == ".csv":
-            return pd.read_csv(path)
-        text = path.read_text(encoding="utf-8")
-        if not text.strip():
-            raise CalibrationError(f"{path}: the file is empty; pass per-prompt scores (JSON or JSON lines)")
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError:
-            obj = []
-            for i, line in enumerate(text.splitlines(), 1):
-                if line.strip():
-                    try:
-                        obj.append(json.loads(line))
-                    except json.JSONDecodeError as e:
-                        raise CalibrationError(f"{path}: line {i} is not valid JSON ({e.msg})") from None
-        if isinstance(obj, dict):
-            obj = obj.get("data", obj)
-        try:
-            return pd.DataFrame(obj)
-        except (ValueError, TypeError):
-            raise CalibrationError(f"{path}: expected a list of per-prompt records or a dict of equal-length columns")
-    return None  # pragma: no cover
-
-
-def _given(row: Mapping, key: str):
-    "A record's field, or None when it is absent (a missing field of a mixed file reads as NaN)."
-    v = row.get(key)
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
-def _lengths(row, side: str, k: int, path, i: int):
-    "Lengths (characters) of the `side` answers of one score-file row, or None when the file has none."
-    if _given(row, f"length_{side}") is not None:
-        v = _numbers(row[f"length_{side}"], path, i, f"length_{side}")
-    elif _given(row, side) is not None:
-        texts = row[side] if isinstance(row[side], (list, tuple, np.ndarray)) else [row[side]]
-        if not all(isinstance(t, str) for t in texts):
-            raise CalibrationError(f"{path}: row {i}: field `{side}` must be a text or a list of texts")
-        v = np.array([len(t) for t in texts], np.float64)
-    else:
-        return None
-    if v.size != k:
-        raise CalibrationError(f"{path}: row {i}: `{side}` lengths ({v.size}) do not match its {k} score(s)")
-    return v
-
-
-def score_file_pairs(path: str | Path, model: str | None = None) -> pd.DataFrame:
-    "RewardBench-style per-prompt scores → one row per (chosen, rejected) pair; a row's pairs share its cluster."
-    path = Path(path)
-    f = _read_records(path)
-    missing = [c for c in SCORE_FIELDS if c not in f.columns]
-    if missing:
-        raise CalibrationError(f"{path}: no field {', '.join(map(repr, missing))}: a score file needs per-prompt "
-                               f"`scores_chosen` and `scores_rejected` (numbers or lists)")
-    name = model or (str(f["model"].iloc[0]) if "model" in f.columns and f["model"].nunique() == 1 else path.stem)
-    rows = []
-    for i, r in enumerate(f.to_dict("records"), 1):
-        sc = _numbers(r["scores_chosen"], path, i, "scores_chosen")
-        sr = _numbers(r["scores_rejected"], path, i, "scores_rejected")
-        lc, lr = _lengths(r, "chosen", sc.size, path, i), _lengths(r, "rejected", sr.size, path, i)
-        pid = str(_given(r, "id") if _given(r, "id") is not None else i)
-        subset = str(_given(r, "subset") if _given(r, "subset") is not None else "all")
-        cluster = str(_given(r, "group_id") if _given(r, "group_id") is not None else pid)
-        for a in range(sc.size):
-            for b in range(sr.size):
-                rows.append({"model": name, "subset": subset, "id": pid if sc.size * sr.size == 1 else f"{pid}:{a}:{b}",
-                             "cluster": cluster, "margin": sc[a] - sr[b], "reward_chosen": sc[a],
-                             "reward_rejected": sr[b], "len_chosen": lc[a] if lc is not None else np.nan,
-                             "len_rejected": lr[b] if lr is not None else np.nan, "answer_chosen": f"{pid}:c{a}",
-                             "answer_rejected": f"{pid}:r{b}"})
-    if not rows:
-        raise CalibrationError(f"{path}: no rows; pass per-prompt scores")
-    return pd.DataFrame(rows)
-
-
-def _audit_frames(items: pd.DataFrame, texts: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "An audit's items (and texts) → (pairs on the originals, perturbed margins)."
-    need = {"model", "subset", "id", "perturbation", "margin_before", "margin_after"}
-    if not need <= set(items.columns):
-        raise CalibrationError(f"audit items lack {sorted(need - set(items.columns))}: pass an audit result")
-    it = items.assign(id=items["id"].astype(str))
-    first = it.drop_duplicates(["model", "id"])
-    pairs = pd.DataFrame({"model": first["model"].astype(str), "subset": first["subset"].astype(str),
-                          "id": first["id"], "margin": first["margin_before"].to_numpy(float)})
-    named = next((c for c in ("cluster", "group_id") if c in first.columns), None)
-    pairs["cluster"] = first[named].astype(str).to_numpy() if named else pairs["id"]
-    for side in ("chosen", "rejected"):
-        col = f"reward_{side}_before"
-        pairs[f"reward_{side}"] = first[col].to_numpy(float) if col in first.columns else np.nan
-        pairs[f"answer_{side}"] = pairs["id"] + f":{side[0]}"
-    if texts is not None and len(texts):
-        o = texts[texts["perturbation"] == "orig"].assign(id=lambda t: t["id"].astype(str)).drop_duplicates("id")
-        o = o.set_index("id")
-        for side in ("chosen", "rejected"):
-            pairs[f"len_{side}"] = pairs["id"].map(o[side].astype(str).str.len()).to_numpy(float)
-        if named is None and "prompt" in o.columns:   # pairs that share a prompt (and earlier turns) form a cluster
-            key = o["prompt"].astype(str)
-            if "history" in o.columns:
-                key = o["history"].map(lambda h: json.dumps(list(h), default=str) if isinstance(
-                    h, (list, tuple, np.ndarray)) else "") + "\x00" + key
-            pairs["cluster"] = pairs["id"].map(key).fillna(pairs["id"]).to_numpy()
-    else:
-        pairs["len_chosen"] = pairs["len_rejected"] = np.nan
-    pert = pd.DataFrame({"model": it["model"].astype(str), "id": it["id"], "perturbation": it["perturbation"].astype(str),
-                         "margin": it["margin_after"].to_numpy(float),
-                         "changed": it["changed"].astype(bool) if "changed" in it.columns else True})
-    return pairs.reset_index(drop=True), pert.reset_index(drop=True)
-
-
-def _check_run_files(folder: Path, manifest: Mapping) -> None:
-    "Every frame a run's manifest names must be the one on disk (two runs must not be mixed)."
-    for name, digest in (manifest.get("files") or {}).items():
-        if (folder / name).exists() and file_sha256(folder / name) != digest:
-            raise CalibrationError(f"{folder / name} is not the file of the run in {folder / 'manifest.json'} "
-                                   "(its sha256 differs): the folder mixes two runs; run the audit again")
-
-
-def read_run(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    "A saved audit folder → (pairs, perturbed, manifest)."
-    folder = Path(folder)
-    if not (folder / "items.parquet").exists():
-        raise CalibrationError(f"{folder}: the folder holds no items.parquet; pass a saved audit folder or a score file")
-    manifest = {}
-    if (folder / "manifest.json").exists():
-        with reading(folder / "manifest.json", "run manifest"):
-            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict):
-            raise CalibrationError(f"{folder / 'manifest.json'}: not a run manifest")
-        _check_run_files(folder, manifest)
-    with reading(folder / "items.parquet", "audit items file"):
-        items = pd.read_parquet(folder / "items.parquet")
-    texts = None
-    if (folder / "texts.parquet").exists():
-        with reading(folder / "texts.parquet", "audit texts file"):
-            texts = pd.read_parquet(folder / "texts.parquet")
-    pairs, pert = _audit_frames(items, texts)
-    return pairs, pert, manifest
-
-
-def calibration_inputs(source) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    "An audit result, a run folder, one or more score files, or a pairs frame → (pairs, perturbed, manifest)."
-    if isinstance(getattr(source, "items", None), pd.DataFrame):   # an AuditResult
-        pairs, pert = _audit_frames(source.items, getattr(source, "texts", None))
-        return pairs, pert, dict(getattr(source, "manifest", {}) or {})
-    if isinstance(source, pd.DataFrame):
-        if "margin" not in source.columns:
-            raise CalibrationError(f"a pairs frame needs a `margin` column; found {list(source.columns)}")
-        p = source.copy()
-        p["model"] = p["model"].astype(str) if "model" in p.columns else "model"
-        p["subset"] = p["subset"].astype(str) if "subset" in p.columns else "all"
-        p["id"] = p["id"].astype(str) if "id" in p.columns else [str(i) for i in range(len(p))]
-        p["cluster"] = p["group_id"].astype(str) if "group_id" in p.columns else p["id"]
-        for c in ("reward_chosen", "reward_rejected", "len_chosen", "len_rejected"):
-            p[c] = p[c].astype(float) if c in p.columns else np.nan
-        for side in ("chosen", "rejected"):
-            p[f"answer_{side}"] = p["id"] + f":{side[0]}"
-        return p, pd.DataFrame(columns=["model", "id", "perturbation", "margin", "changed"]), {}
-    paths = [source] if isinstance(source, (str, Path)) else list(source)
-    if not paths:
-        raise CalibrationError("nothing to calibrate: pass an audit result, a run folder or score files")
-    if len(paths) == 1 and Path(paths[0]).is_dir():
-        return read_run(paths[0])
-    parts, seen = [], set()
-    for p in paths:
-        if Path(p).is_dir():
-            raise CalibrationError(f"{p}: a run folder is read on its own; pass score files together, or one folder")
-        f = score_file_pairs(p)
-        name = f["model"].iloc[0]
-        if name in seen:
-            f["model"] = f"{name} ({Path(p).name})"
-        seen.add(f["model"].iloc[0])
-        parts.append(f)
-    return pd.concat(parts, ignore_index=True), pd.DataFrame(columns=["model", "id", "perturbation", "margin",
-                                                                      "changed"]), {}
-
 # %% ../nbs/02e_calibration.ipynb #f6557b66
 def _family_seed(seed: int, *parts: str) -> int:
     "A family's own seed from the run seed and its labels (sha256; independent of order and process)."
@@ -526,7 +329,8 @@ def _metrics(m: np.ndarray, W: np.ndarray, codes: np.ndarray, G: int, w_sum: np.
     band = float(np.quantile(np.abs((Y - c) @ H).sum(axis=1) / max(c.size, 1), level))  # = ece_band(m, …)
     T = fit.temperature
     scaled = m / T if 0 < T < math.inf else (np.zeros_like(m) if T == math.inf else None)
-    return {"n": int(m.size), "accuracy": float(y.mean()), "brier": brier(m), "log_loss": log_loss(m),
+    return {"n": int(m.size), "accuracy": float(y.mean()), "n_tied": int(np.sum(m == 0)), "brier": brier(m),
+            "log_loss": log_loss(m),
             "ece": e, "ece_low": e_lo, "ece_high": e_hi, "ece_band": band, "ece_adaptive": ece(m, n_bins, "adaptive"),
             "temperature": T, "temperature_low": fit.low, "temperature_high": fit.high,
             "ece_scaled": ece(scaled, n_bins) if scaled is not None else np.nan}, e_boot, _reliability(b, c, y, n_bins)
@@ -594,7 +398,7 @@ def _family(pairs: pd.DataFrame, after: pd.DataFrame, changed: pd.DataFrame, *, 
     return rows, [frame]
 
 
-TABLE_COLUMNS = ["model", "subset", "condition", "n", "n_clusters", "n_changed", "n_dropped", "accuracy", "brier",
+TABLE_COLUMNS = ["model", "subset", "condition", "n", "n_clusters", "n_changed", "n_dropped", "accuracy", "n_tied", "brier",
                  "log_loss", "ece", "ece_low", "ece_high", "ece_band", "ece_adaptive", "temperature", "temperature_low",
                  "temperature_high", "ece_scaled", "d_accuracy", "d_brier", "d_log_loss", "d_log_loss_low",
                  "d_log_loss_high", "d_ece", "d_ece_low", "d_ece_high", "d_temperature", "p_log_loss", "p_adjusted"]
@@ -726,6 +530,8 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 
 FRAMES = ("table", "length", "strata", "reliability", "histogram")
+ACCURACY_NOTE = ("accuracy: share of pairs ordered right, a tie (margin 0, sigma = 1/2) counted half right; n_tied: "
+                 "such pairs (the audit's risk table counts a tie wrong)")
 
 
 @dataclass
@@ -758,7 +564,7 @@ class CalibrationResult:
 
     def temperature_table(self) -> pd.DataFrame:
         "Pooled rows: T with its interval, ECE before and after scaling, and each perturbation's log-loss change and p."
-        cols = ["model", "condition", "n", "accuracy", "log_loss", "ece", "ece_band", "temperature", "temperature_low",
+        cols = ["model", "condition", "n", "accuracy", "n_tied", "log_loss", "ece", "ece_band", "temperature", "temperature_low",
                 "temperature_high", "ece_scaled", "d_log_loss", "p_adjusted"]
         return self.pooled()[[c for c in cols if c in self.table.columns]]
 
@@ -771,7 +577,7 @@ class CalibrationResult:
                 f"seed {s.get('seed')}, {int(100 * s.get('level', 0.95))}% intervals)"]
         head += [f"  - {f}" for f in self.findings] or ["  no clear finding"]
         tt = self.temperature_table()
-        return "\n".join(head + [tt.to_string(index=False, float_format=lambda x: f"{x:.3g}")])
+        return "\n".join(head + [ACCURACY_NOTE, tt.to_string(index=False, float_format=lambda x: f"{x:.3g}")])
 
     def __repr__(self) -> str:
         return self.summary()
@@ -785,7 +591,7 @@ class CalibrationResult:
         "Markdown for a report."
         lines = ["**Calibration of σ(margin)**", ""] + [f"- {md_escape(f)}" for f in self.findings]
         tt = self.temperature_table()
-        lines += ["", "| " + " | ".join(tt.columns) + " |", "|" + "---|" * len(tt.columns)]
+        lines += ["", md_escape(ACCURACY_NOTE), "", "| " + " | ".join(tt.columns) + " |", "|" + "---|" * len(tt.columns)]
         lines += ["| " + " | ".join(md_escape(f"{v:.3g}" if isinstance(v, float) else v) for v in r) + " |"
                   for r in tt.itertuples(index=False)]
         return "\n".join(lines)
@@ -794,7 +600,7 @@ class CalibrationResult:
         import html as _html
         items = "".join(f"<li>{_html.escape(f)}</li>" for f in self.findings) or "<li>no clear finding</li>"
         return (f"<p><b>{_html.escape(self.summary().splitlines()[0])}</b></p><ul>{items}</ul>"
-                + self.temperature_table().to_html(index=False, float_format=lambda x: f"{x:.3g}", escape=True))
+                f"<p><i>{_html.escape(ACCURACY_NOTE)}</i></p>" + self.temperature_table().to_html(index=False, float_format=lambda x: f"{x:.3g}", escape=True))
 
     def save(self, out) -> Path:
         "Write the frames as Parquet, settings and findings as JSON, the summary and markdown."
@@ -833,7 +639,10 @@ def calibration(source, *, n_bins: int = N_BINS, n_boot: int = 1000, level: floa
     if clusters is not None:   # id → cluster label; an id it does not name is a cluster of its own
         given = pairs["id"].map({str(k): str(v) for k, v in dict(clusters).items()})
         pairs["cluster"] = given.fillna("item\x00" + pairs["id"]).to_numpy()
-    st = manifest.get("settings", {}) if isinstance(manifest.get("settings"), dict) else {}
+    folder = source if isinstance(source, (str, Path)) else next(iter(source), None) \
+        if isinstance(source, (list, tuple)) and len(source) == 1 else None
+    st = run_settings(manifest, f"{folder}/manifest.json" if folder is not None else "the run's manifest",
+                      CalibrationError, keys=[k for k, v in (("seed", seed), ("permutations", permutations)) if v is None])
     seed = int(st.get("seed", 0)) if seed is None else int(seed)
     B = int(st.get("permutations", 10_000)) if permutations is None else int(permutations)
     rows, rel, lrows, strata, hists = [], [], [], [], []

@@ -28,8 +28,8 @@ __all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'EXAMPLES', '
            'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec', 'make_engine', 'data_spec', 'add_comparison',
            'run_audit', 'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
            'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta',
-           'cmd_calibration', 'cmd_models', 'cmd_compare', 'quiet_bars', 'unknown_arguments', 'warning_lines',
-           'interrupted_line', 'main']
+           'cmd_calibration', 'cmd_models', 'cmd_compare', 'cmd_plan', 'quiet_bars', 'unknown_arguments',
+           'warning_lines', 'interrupted_line', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
 PROG = "reward-auditor"
@@ -83,8 +83,8 @@ def spec_option(field: str) -> str:
 
 
 def error_line(e: BaseException) -> str:
-    "The one line printed for an error: program, 'error', the message with newlines folded and secrets masked."
-    from reward_auditor.guards import mask_secrets
+    "The one line printed for an error: program, 'error', the message printable on one line with secrets masked."
+    from reward_auditor.guards import shown
     msg = " ".join(str(e).split()) or type(e).__name__
     if isinstance(e, SpecError):  # a spec's field, said as the option that sets it
         msg = f"{cli_syntax(' '.join(e.what.split()))} ({spec_option(e.field)})"
@@ -92,7 +92,7 @@ def error_line(e: BaseException) -> str:
     if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
             e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
-    return f"{PROG}: error: {mask_secrets(msg)}"
+    return f"{PROG}: error: {shown(msg)}"  # it can quote a server or a run folder: no escape reaches the terminal
 
 # %% ../nbs/10_cli.ipynb #c8f04616
 EXAMPLES = {
@@ -266,7 +266,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     permutations=10_000, alpha=0.05, scale="prob", multiplicity="bh", margin=0.2, family="subset", preset=None,
     cache=None, device=None, dtype=None, batch_size=None, max_batch_tokens=None, max_length=None, reference=None, beta=None,
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
-    group_weights=None, effect_ci="nct", overwrite=False, group_by=None, step_separator=None, aggregate=None,
+    group_weights=None, effect_ci="bca", overwrite=False, group_by=None, step_separator=None, aggregate=None,
     prm_threshold=None, perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None,
     semantic_check="on")
 PRM_OPTIONS = ("step_separator", "aggregate", "prm_threshold")  # only with --kind prm
@@ -345,7 +345,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "naming how many, instead of stopping at the first")
     g.add_argument("--conditions", nargs="+", default=S, metavar="FILE",
                    help="externally perturbed files of the same items (the paper's *_prompt_disturbance.json and "
-                        "*_response_disturbance.json, RM-Bench files) to audit; their original items are the data")
+                        "*_response_disturbance.json, RM-Bench files, perturb's packs) to audit; their original "
+                        "items are the data, so not with --data")
     g.add_argument("--mapping", default=S, type=_mapping,
                    help="names of the --conditions columns: 'default' (what the variant holds: LE, LE+SP, ST, LC, "
                         "LE+SLC), 'paper' (the paper's labels ST, LE, SP, LC, SLC) or a JSON object column -> name")
@@ -425,7 +426,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="q per perturbation group for --multiplicity weighted (BH on q*p), e.g. "
                         "controlled=0.8,stylized=0.5; its FDR is measured and reported unless mean(1/q) <= 1")
     g.add_argument("--effect-ci", choices=["nct", "bca"], default=S,
-                   help="d_z interval: nct (noncentral t, assumes normal differences; default) or bca (bootstrap)")
+                   help="d_z interval: bca (bias-corrected bootstrap, over whole clusters where pairs share them; "
+                        "default) or nct (noncentral t, assumes normal differences)")
     g.add_argument("--group-by", default=S, metavar="COLUMN",
                    help="data column whose equal values form a cluster of pairs tested as one unit (default: "
                         "group_id when the data have it, else the prompt; --group-by id tests every pair alone)")
@@ -684,6 +686,30 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("action", choices=["info", "prune"], help="info: what the store holds; prune: bound its size")
     ca.add_argument("--max-size", type=_size_arg, default=None, metavar="SIZE",
                     help="prune: the size to bring the store under, e.g. 500M or 2G (required for prune)")
+
+    pl = sub.add_parser("plan", help="pairs (or clusters) an audit needs to detect an effect, or what n pairs can detect",
+                        description="How many pairs must an audit have to detect d_z = EFFECT (or an accuracy drop) in "
+                                    "one of M perturbations at FDR Q? With --mde N: the smallest d_z N pairs detect.")
+    _common(pl)
+    pl.add_argument("--effect", type=float, default=None,
+                    help="the effect to detect: d_z (design dz) or the accuracy drop, e.g. 0.01 for one point (accuracy)")
+    pl.add_argument("--design", choices=["dz", "accuracy"], default="dz",
+                    help="dz: paired effect size (default); accuracy: accuracy drop by McNemar (needs --discordant)")
+    pl.add_argument("-m", "--perturbations", type=_positive_int("perturbations"), default=1,
+                    help="tests in the family, one per perturbation (default 1)")
+    pl.add_argument("--fdr", type=_alpha, default=0.05, help="FDR level q of the BH family (default 0.05)")
+    pl.add_argument("--power", type=_alpha, default=0.8, help="the power to reach (default 0.8)")
+    pl.add_argument("--expected", type=_positive_int("expected"), default=1,
+                    help="true effects expected among the tests (default 1: the conservative alpha q/m)")
+    pl.add_argument("--cluster-size", type=float, default=1.0, help="pairs per cluster (sharing a prompt; default 1)")
+    pl.add_argument("--icc", type=float, default=0.0, help="intra-cluster correlation of the differences (default 0)")
+    pl.add_argument("--discordant", type=float, default=None,
+                    help="accuracy: the expected share of pairs whose answer flips (right to wrong or back)")
+    pl.add_argument("--models", type=_positive_int("models"), default=1,
+                    help="models compared pairwise on the same items (default 1: an audit of one model)")
+    pl.add_argument("--mde", type=_positive_int("mde"), default=None, metavar="N",
+                    help="instead of a sample size: the minimum detectable d_z of N pairs")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
     return p
 
 # %% ../nbs/10_cli.ipynb #34f19b68
@@ -693,12 +719,12 @@ def _was_set(key: str, value: Any) -> bool:
 
 
 def _flags(keys: Sequence[str], saved: dict) -> str:
-    "The options `keys` with their saved values, as a user would type them (control characters removed)."
-    from reward_auditor.safety import plain_line
+    "The options `keys` with their saved values, as a user would type them (printable, masked, then cut)."
+    from reward_auditor.guards import shown
     def one(k):
         v = saved[k]
-        vals = "" if v is True else " " + " ".join(map(str, v if isinstance(v, list) else [v]))
-        return plain_line(f"--{k.replace('_', '-')}{vals[:300]}")
+        vals = "" if v is True else " ".join(map(str, v if isinstance(v, list) else [v]))
+        return f"--{k.replace('_', '-')}" + (" " + shown(vals, 300) if vals else "")
     return " ".join(one(k) for k in keys)
 
 
@@ -729,9 +755,9 @@ def resolve_audit_args(given: dict) -> dict:
         given = _absolute_paths(given)
         for k, v in given.items():  # what is computed may not change; how, where from and with what may
             if k in (*RESUME_TAKES, *RESUME_CHECKS) and k in saved and saved[k] != v:
-                from reward_auditor.safety import plain_line
-                raise CLIError(f"--{k.replace('_', '-')} {plain_line(repr(v))[:200]} differs from the saved run's "
-                               f"{plain_line(repr(saved[k]))[:200]}; drop it to resume, or use a new --out", str(f))
+                from reward_auditor.guards import shown
+                raise CLIError(f"--{k.replace('_', '-')} {shown(repr(v), 200)} differs from the saved run's "
+                               f"{shown(repr(saved[k]), 200)}; drop it to resume, or use a new --out", str(f))
         saved = {k: saved[k] for k in RESUME_TAKES if k in saved}  # the allow-list: nothing else is taken
     args = {**AUDIT_DEFAULTS, **saved, **given, "out": str(out)}
     if args.get("preset") == "paper-code":  # the official code tests one tail; its output has no IMPROVES
@@ -743,6 +769,9 @@ def resolve_audit_args(given: dict) -> dict:
         args["perturbations"] = "none"  # a file's conditions are the audit; built-ins only when asked for
     if not args.get("data") and not args.get("conditions"):
         raise CLIError("no data given: pass --data FILE (or 'sample') or --conditions FILE", "--data")
+    if args.get("data") and args.get("conditions"):  # the files hold their own original pairs: --data would be ignored
+        raise CLIError("give --data or --conditions, not both: a conditions file or pack holds its own original "
+                       "pairs; audit the data with --data alone, or the files with --conditions alone", "--conditions")
     if not args["model"] and not args["scorer"] and not args.get("endpoint"):
         raise CLIError("no scorer given: pass --model DIR_OR_HUB_ID and/or --scorer overlap|length|noise|FILE",
                        "--model/--scorer")
@@ -849,26 +878,27 @@ def _progress(ns) -> bool:
 
 
 def _print_summary(result, out: Path, rendered, seconds: float) -> None:
-    from reward_auditor.guards import mask_secrets
+    from reward_auditor.guards import shown
+    say = lambda text: print("  " + shown(text))  # names come from servers and data files: printable text only
     t = result.table
     print(f"audited {t['model'].nunique()} scorer(s) x {t['subset'].nunique()} subset(s) x "
           f"{t['perturbation'].nunique()} perturbation(s) in {seconds:.1f} s")
     for model, g in t.groupby("model", sort=False):
         sig = g[g["significant"]]
         names = list(dict.fromkeys(sig["perturbation"]))
-        print(f"  {model}: " + (", ".join(f"{n} ({', '.join(sig.loc[sig['perturbation'] == n, 'subset'])})"
-                                          for n in names) if names else "nothing significant"))
+        say(f"{model}: " + (", ".join(f"{n} ({', '.join(sig.loc[sig['perturbation'] == n, 'subset'])})"
+                                      for n in names) if names else "nothing significant"))
         up = g[g["verdict"] == "IMPROVES"]
         if len(up):
-            print(f"  {model} improves under: " + ", ".join(
+            say(f"{model} improves under: " + ", ".join(
                 f"{n} ({', '.join(up.loc[up['perturbation'] == n, 'subset'])})" for n in dict.fromkeys(up["perturbation"])))
     for model, per in (result.manifest.get("rmbench_style_matrix") or {}).items():
         a = per.get("all", {})
-        print(f"  {model}: RM-Bench style matrix (n = {a.get('n')}): easy {a.get('easy', float('nan')):.3f}, "
-              f"normal {a.get('normal', float('nan')):.3f}, hard {a.get('hard', float('nan')):.3f}, "
-              f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
+        say(f"{model}: RM-Bench style matrix (n = {a.get('n')}): easy {a.get('easy', float('nan')):.3f}, "
+            f"normal {a.get('normal', float('nan')):.3f}, hard {a.get('hard', float('nan')):.3f}, "
+            f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
     for w in result.manifest.get("warnings", []):
-        print(f"{PROG}: warning: {mask_secrets(w)}", file=sys.stderr)
+        print(f"{PROG}: warning: {shown(w)}", file=sys.stderr)
     print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv, items.jsonl)")
     if rendered is not None:
         print(f"report: {rendered.html}")
@@ -915,7 +945,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
                   preset=args["preset"], two_sided=args.get("two_sided"),
-                  group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "nct"))  # every statistical setting is checked before anything is loaded
+                  group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "bca"))  # every statistical setting is checked before anything is loaded
     data, solutions = None, None
     if args.get("data"):
         from reward_auditor.safety import check_utf8, reading
@@ -981,7 +1011,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
                        out=out, progress=progress, conditions=conditions, mapping=args.get("mapping"),
                        two_sided=args.get("two_sided"), group_weights=args.get("group_weights"),
-                       effect_ci=args.get("effect_ci", "nct"), engine=make_engine(args),
+                       effect_ci=args.get("effect_ci", "bca"), engine=make_engine(args),
                        perturb_workers=args.get("workers") or os.cpu_count(), overwrite=bool(args.get("overwrite")),
                        perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
                        semantic_check=args.get("semantic_check", "on") != "off",
@@ -1055,13 +1085,39 @@ def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progres
 def _locked_run(args: dict, progress: bool) -> int:
     "`run_audit` holding the lock on --out from the saved arguments to the report: one run per folder."
     from reward_auditor.audit import check_writable
-    from reward_auditor.safety import RunLock
+    from reward_auditor.safety import LOCK_FILE, RunLock
     import warnings
-    check_writable(args["out"])
-    with RunLock(args["out"]), warnings.catch_warnings():
+    out = Path(args["out"]).absolute()
+    new = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder this run makes
+    before = set(os.listdir(out)) if new is None and out.is_dir() else None
+    check_writable(out)
+    with RunLock(out), warnings.catch_warnings():
         for pattern in MANIFEST_REPEATS:  # said once, with the manifest's counts, after the run
             warnings.filterwarnings("ignore", message=pattern)
-        return run_audit(args, progress=progress)
+        try:
+            return run_audit(args, progress=progress)
+        except BaseException:
+            try:  # refused before anything was written: what it made goes again, the lock still held
+                if new is not None:
+                    _remove_if_unwritten(new)
+                elif before is not None and set(os.listdir(out)) - before == {LOCK_FILE}:  # an existing folder
+                    (out / LOCK_FILE).unlink()
+            except OSError:  # the refusal is what the user must see, not a failed tidy-up
+                pass
+            raise
+
+
+def _remove_if_unwritten(top: Path) -> None:
+    "Remove the folder `top` if it holds nothing but empty folders and the run lock's file (a run that wrote nothing)."
+    from reward_auditor.safety import LOCK_FILE
+    walk = list(os.walk(top, topdown=False))
+    if any(f != LOCK_FILE for _, _, files in walk for f in files) or any(
+            os.path.islink(os.path.join(d, s)) for d, subs, _ in walk for s in subs):
+        return
+    for d, _, files in walk:
+        for f in files:
+            os.unlink(os.path.join(d, f))
+        os.rmdir(d)
 
 
 def cmd_audit(ns) -> int:
@@ -1081,7 +1137,7 @@ def cmd_perturb(ns) -> int:
     out = Path(ns.out)
     if out.suffix not in (".jsonl", ".csv", ".parquet"):
         raise CLIError(f"unsupported output type {out.suffix or '(none)'}: use .jsonl, .csv or .parquet", "--out")
-    check_writable(out.parent)
+    check_writable(out.parent, create=False)  # made when the file is written: a refused run leaves no folder
     data = data_from(data_spec(vars(ns)), errors="drop" if ns.drop_invalid else "raise", seed=ns.seed)
     try:
         names = perturbation_names(ns.perturbations)
@@ -1156,7 +1212,7 @@ def _check_out(ns) -> None:
     if ns.out:
         from reward_auditor.audit import check_writable
         p = Path(ns.out)
-        check_writable(p.parent if p.suffix in (".csv", ".parquet") else p)
+        check_writable(p.parent if p.suffix in (".csv", ".parquet") else p, create=False)  # made when written
 
 
 def _emit(result, ns) -> int:
@@ -1246,7 +1302,7 @@ def cmd_compare(ns) -> int:
     from reward_auditor.audit import AuditResult, check_writable
     from reward_auditor.compare import compare
     from reward_auditor.report import comparison_page
-    out = check_writable(ns.out)
+    out = check_writable(ns.out, create=False)  # made by the save: a refused comparison leaves no folder
     results = [AuditResult.load(r) for r in ns.runs]
     models = [m.strip() for m in ns.models.split(",") if m.strip()] if ns.models else None
     cmp = compare(results if len(results) > 1 else results[0], on=ns.on, multiplicity=ns.multiplicity,
@@ -1262,10 +1318,29 @@ def cmd_compare(ns) -> int:
     return 0
 
 
+def cmd_plan(ns) -> int:
+    "Print a sample-size plan (`reward_auditor.planning.plan`) or, with --mde, the minimum detectable d_z of N pairs."
+    from reward_auditor.planning import mde, plan
+    if ns.mde is not None:
+        tests = ns.perturbations * max(1, ns.models * (ns.models - 1) // 2)
+        v = mde(ns.mde, m=tests, q=ns.fdr, power=ns.power, k=ns.expected, cluster_size=ns.cluster_size, icc=ns.icc)
+        out = {"n_pairs": ns.mde, "tests": tests, "mde": v}
+        print(json.dumps(out, indent=2) if ns.json else
+              f"{ns.mde} pairs detect d_z >= {v:.3f} with power {ns.power:g} in one of {tests} tests at FDR {ns.fdr:g} "
+              f"(normal approximation)")
+        return 0
+    if ns.effect is None:
+        raise CLIError("plan needs --effect (the d_z or accuracy drop to detect) or --mde N")
+    p = plan(ns.effect, design=ns.design, m=ns.perturbations, q=ns.fdr, power=ns.power, k=ns.expected,
+             cluster_size=ns.cluster_size, icc=ns.icc, discordant=ns.discordant, models=ns.models)
+    print(json.dumps(p.to_dict(), indent=2) if ns.json else p.text())
+    return 0
+
+
 COMMANDS = {"demo": cmd_demo, "audit": cmd_audit, "perturb": cmd_perturb, "report": cmd_report,
             "heterogeneity": cmd_heterogeneity, "verifier-audit": cmd_verifier_audit, "protocol": cmd_protocol,
             "meta": cmd_meta, "models": cmd_models, "compare": cmd_compare, "calibration": cmd_calibration,
-            "cache": cmd_cache}
+            "cache": cmd_cache, "plan": cmd_plan}
 
 # %% ../nbs/10_cli.ipynb #c7b60326
 def _line_progress_class():
@@ -1287,7 +1362,8 @@ def _line_progress_class():
                 self._said = True
                 total = f"/{self.total}" if self.total else ""
                 elapsed = self.format_interval(self.format_dict["elapsed"])
-                print(f"{PROG}: {self.desc or 'progress'}: {self.n}{total} in {elapsed}", file=self._line_to,
+                from reward_auditor.guards import shown  # a bar's name can be a served model's id
+                print(f"{PROG}: {shown(self.desc) or 'progress'}: {self.n}{total} in {elapsed}", file=self._line_to,
                       flush=True)
             super().close()
     return LineProgress
@@ -1354,8 +1430,8 @@ class _WarningLines:
         if (category, filename, lineno) in self.seen:
             return
         self.seen.add((category, filename, lineno))
-        from reward_auditor.guards import mask_secrets  # a server's text can carry a key
-        print(f"{PROG}: warning: {mask_secrets(' '.join(str(message).split()))}", file=sys.stderr, flush=True)
+        from reward_auditor.guards import shown  # a server's text can carry a key or an escape sequence
+        print(f"{PROG}: warning: {shown(message)}", file=sys.stderr, flush=True)
 
 
 def warning_lines():
@@ -1460,8 +1536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if is_input_error(e):
             print(error_line(e), file=sys.stderr)
             return 2
-        from reward_auditor.guards import mask_secrets
-        print(f"{PROG}: internal error: {type(e).__name__}: {mask_secrets(' '.join(str(e).split()))} "
+        from reward_auditor.guards import shown
+        print(f"{PROG}: internal error: {type(e).__name__}: {shown(e)} "
               f"(rerun with --debug for the traceback)", file=sys.stderr)
         return 1
     finally:

@@ -21,12 +21,16 @@ from scipy import stats as sps
 
 from . import multiplicity as ra_multiplicity
 from . import stats as ra_stats
+from .run_settings import run_settings
+from .paired import _wilson, compact_letters, mcnemar, newcombe_ci, rank_intervals  # noqa: F401
+_all_ = ['mcnemar', 'newcombe_ci', 'rank_intervals', 'compact_letters']   # the paired chapter's names, as before
 
 # %% auto #0
 __all__ = ['VERDICTS', 'ON', 'ROBUSTNESS_COLUMNS', 'ACCURACY_COLUMNS', 'RANK_COLUMNS', 'CompareError', 'model_pairs', 'correct',
-           'decision_flips', 'family_seed', 'cluster_rows', 'pair_signflip', 'dz_columns', 'dz_interval', 'mcnemar',
-           'newcombe_ci', 'rank_intervals', 'compact_letters', 'check_same_items', 'merge_runs', 'run_clusters',
-           'item_cubes', 'item_cube', 'Comparison', 'detectability_warnings', 'compare', 'SimulatedRun', 'simulate_run']
+           'decision_flips', 'family_seed', 'cluster_rows', 'pair_signflip', 'dz_columns', 'dz_interval',
+           'check_same_items', 'merge_runs', 'run_clusters', 'item_cubes', 'item_cube', 'Comparison',
+           'detectability_warnings', 'truncation_summary', 'compare', 'SimulatedRun', 'simulate_run', 'mcnemar',
+           'newcombe_ci', 'rank_intervals', 'compact_letters']
 
 # %% ../nbs/02d_compare.ipynb #c91e3891
 class CompareError(ValueError):
@@ -168,12 +172,13 @@ def pair_signflip(Dm, pairs, *, B: int = 10_000, seed=0, exact="auto", p_method:
 
 # %% ../nbs/02d_compare.ipynb #fd328b48
 def dz_columns(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    "Column-wise `d_z` (ddof 1; ±inf when sd = 0 and the mean is not, 0 when both are) and the number of rows."
+    "Column-wise `d_z` (ddof 1; ±inf when sd = 0 and the mean is not; NaN, undefined, with fewer than 2 non-zero rows) and the number of rows."
     n = X.shape[0]
     m = X.mean(axis=0)
     sd = X.std(axis=0, ddof=1) if n > 1 else np.full(X.shape[1], np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         dz = np.where(sd > 0, m / np.where(sd > 0, sd, 1.0), np.where(m == 0, 0.0, np.sign(m) * np.inf))
+    dz = np.where(np.count_nonzero(X, axis=0) <= 1, np.nan, dz)    # stats.undefined_reason: 0 or ±1/√n, whatever D
     return dz, np.full(X.shape[1], n)
 
 
@@ -184,80 +189,6 @@ def dz_interval(dz: np.ndarray, n: np.ndarray, level: float = 0.95) -> tuple[np.
         if m >= 2 and not np.isnan(e):
             lo[k], hi[k] = ra_stats.nct_ci(float(e) * math.sqrt(m), int(m), level)
     return lo.reshape(dz.shape), hi.reshape(dz.shape)
-
-# %% ../nbs/02d_compare.ipynb #d5ca9961
-def mcnemar(b, c, mid_p: bool = False):
-    "Exact two-sided McNemar p-value from the discordant counts (array-friendly); `mid_p` for the mid-p variant."
-    b, c = np.asarray(b, np.int64), np.asarray(c, np.int64)
-    n, k = b + c, np.minimum(b, c)
-    with np.errstate(invalid="ignore"):
-        p = 2.0 * sps.binom.cdf(k, n, 0.5)
-        if mid_p:
-            p = p - sps.binom.pmf(k, n, 0.5)
-    p = np.where(n == 0, 1.0, np.minimum(p, 1.0))
-    return float(p) if p.ndim == 0 else p
-
-
-def _wilson(x, n, z):
-    p = x / n
-    centre = (2 * x + z * z) / (2 * (n + z * z))
-    half = z * np.sqrt(z * z + 4 * x * (1 - p)) / (2 * (n + z * z))
-    return centre - half, centre + half
-
-
-def newcombe_ci(both, a_only, b_only, neither, level: float = 0.95):
-    "Newcombe's (1998, method 10) score interval for the paired difference acc_A − acc_B = (a_only − b_only)/n."
-    a, b, c, d = (np.asarray(x, np.float64) for x in (both, a_only, b_only, neither))
-    n = a + b + c + d
-    z = sps.norm.ppf(0.5 + level / 2)
-    with np.errstate(invalid="ignore", divide="ignore"):              # n = 0 gives NaN limits
-        p1, p2 = (a + b) / n, (a + c) / n
-        l1, u1 = _wilson(a + b, n, z)
-        l2, u2 = _wilson(a + c, n, z)
-        denom = (a + b) * (c + d) * (a + c) * (b + d)
-        phi = np.where(denom > 0, (a * d - b * c) / np.sqrt(np.where(denom > 0, denom, 1.0)), 0.0)
-        diff = p1 - p2
-        lo = diff - np.sqrt(np.maximum((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0))
-        hi = diff + np.sqrt(np.maximum((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0))
-    return np.maximum(lo, -1.0), np.minimum(hi, 1.0)
-
-# %% ../nbs/02d_compare.ipynb #b1eb9424
-def rank_intervals(models: Sequence[str], accuracy: Sequence[float], better: np.ndarray) -> pd.DataFrame:
-    "Rank (1 = best; ties share the best rank) and simultaneous interval; `better[i, j]`: i significantly beats j."
-    acc = np.asarray(accuracy, np.float64)
-    better = np.asarray(better, bool)
-    K = len(models)
-    rank = sps.rankdata(-np.nan_to_num(acc, nan=-np.inf), method="min").astype(np.int64)
-    return pd.DataFrame({"model": list(models), "accuracy": acc, "rank": rank,
-                         "rank_low": 1 + better.sum(axis=0), "rank_high": K - better.sum(axis=1)})
-
-
-def compact_letters(models: Sequence[str], accuracy: Sequence[float], different: np.ndarray) -> list[str]:
-    "Compact letter display: models sharing a letter are not significantly different; 'a' goes to the best model."
-    K = len(models)
-    different = np.asarray(different, bool)
-    sets = [frozenset(range(K))]
-    for i in range(K):
-        for j in range(i + 1, K):
-            if not different[i, j]:
-                continue
-            new = []
-            for s in sets:
-                if i in s and j in s:
-                    new += [s - {i}, s - {j}]
-                else:
-                    new.append(s)
-            new = list(dict.fromkeys(new))
-            sets = [s for s in new if s and not any(s < t for t in new)]
-    order = np.argsort(-np.nan_to_num(np.asarray(accuracy, np.float64), nan=-np.inf), kind="stable")
-    pos = {m: r for r, m in enumerate(order)}
-    sets.sort(key=lambda s: (min(pos[m] for m in s), sorted(pos[m] for m in s)))
-    alphabet = [chr(97 + k) for k in range(26)] + [f"{chr(97 + k // 26)}{chr(97 + k % 26)}" for k in range(26 * 26)]
-    letters = ["" for _ in range(K)]
-    for k, s in enumerate(sets):
-        for m in sorted(s):
-            letters[m] += alphabet[k]
-    return letters
 
 # %% ../nbs/02d_compare.ipynb #65cc3320
 def _unique(col) -> list[str]:
@@ -317,6 +248,14 @@ def check_same_items(results: Sequence[Any], labels: Sequence[str] | None = None
                     raise CompareError(f"{a} and {b} differ at item {i} of condition {cond} ({field_}): compare "
                                        "runs over the same data, seed and perturbation options")
             raise CompareError(f"{a} and {b} differ in condition {cond}: compare runs over the same perturbed data")
+        j = pd.concat([r.items.assign(id=r.items["id"].astype(str)).drop_duplicates("id").set_index("id")["subset"]
+                       .astype(str) for r in (base, other)], axis=1, keys=["a", "b"])
+        bad = j.index[j["a"].ne(j["b"])]                         # the same items filed under other subsets
+        if len(bad):
+            sa, sb = (j.loc[bad[0], k] for k in ("a", "b"))
+            raise CompareError(f"{a} and {b} differ at item {bad[0]}: its subset is {sa if isinstance(sa, str) else 'none'!r} "
+                               f"in {a} and {sb if isinstance(sb, str) else 'none'!r} in {b} (one run audited with "
+                               "--by turns?): compare runs audited with the same subsets")
         ma, mb = set(_unique(base.items["model"])), set(_unique(other.items["model"]))
         if ma & mb:
             raise CompareError(f"model {sorted(ma & mb)[0]} is in both {a} and {b}: a model may appear in one run "
@@ -328,6 +267,9 @@ def merge_runs(results: Sequence[Any], labels: Sequence[str] | None = None) -> t
     results = list(results)
     if not results:
         raise CompareError("no audit result to compare")
+    for k, r in enumerate(results):        # a run folder's settings pass the checks of the same options
+        where = f"{labels[k]}/manifest.json" if labels is not None else f"the manifest of {_label(results, k, labels)}"
+        run_settings(r.manifest, where, CompareError)
     if len(results) > 1:
         check_same_items(results, labels)
     items = pd.concat([r.items for r in results], ignore_index=True)
@@ -675,6 +617,49 @@ def _warnings(method: str, alpha: float) -> list[str]:
     return w
 
 
+def _count(x) -> int:
+    "A count from a manifest (0 when it is not a whole number)."
+    return int(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) else 0
+
+
+def truncation_summary(results: Sequence[Any], models: Sequence[str]) -> tuple[dict, list[str]]:
+    """Each compared model's truncation counts from its run's manifest (`cells`: subset → condition → pairs truncated,
+    answer cut, n) and one warning per model whose max_length cut texts, as the audit warns."""
+    out, warn = {}, []
+    for r in results:
+        for m, tr in (t if isinstance(t := r.manifest.get("truncation"), Mapping) else {}).items():
+            if m not in models or not isinstance(tr, Mapping) or not isinstance(tr.get("cells") or {}, Mapping):
+                continue
+            cells = {str(s): {str(c): {k: _count(v.get(k)) for k in ("truncated", "answer_cut", "n")}
+                              for c, v in per.items() if isinstance(v, Mapping)}
+                     for s, per in (tr.get("cells") or {}).items() if isinstance(per, Mapping)}
+            out[m] = {"max_length": _count(tr.get("max_length")), "texts_over_limit": _count(tr.get("texts_over_limit")),
+                      "texts": _count(tr.get("texts")), "cells": cells}
+            o = cells.get("all", {}).get("orig", {"truncated": 0, "answer_cut": 0, "n": 0})
+            cut = sum(c["answer_cut"] for c in cells.get("all", {}).values())
+            if out[m]["texts_over_limit"] or o["truncated"]:
+                warn.append(f"{m}: {out[m]['texts_over_limit']} of {out[m]['texts']} texts exceed max_length="
+                            f"{out[m]['max_length']}; {o['truncated']} of {o['n']} original pairs truncated"
+                            + (f"; truncation removed part of an answer in {cut} pair(s) across conditions "
+                               f"({o['answer_cut']} original)" if cut else "")
+                            + (": every original pair was cut, so each comparison with it rests on scores of cut "
+                               "texts" if o["n"] and o["truncated"] == o["n"] else ": its side of a comparison rests "
+                               "partly on scores of cut texts"))
+    return out, warn
+
+
+def _with_truncation(frame: pd.DataFrame, condition: str, trunc: dict) -> pd.DataFrame:
+    "Add n_truncated_a / n_truncated_b (pairs each model's max_length cut in that subset and condition; NaN: unknown)."
+    if not trunc:
+        return frame
+    frame = frame.copy()
+    cell = lambda m, s, c: trunc[m]["cells"].get(s, {}).get(c, {}).get("truncated", np.nan) if m in trunc else np.nan
+    for side in ("a", "b"):
+        frame[f"n_truncated_{side}"] = np.array([cell(m, s, c) for m, s, c in zip(
+            frame[f"model_{side}"], frame["subset"].astype(str), frame[condition])], np.float64)
+    return frame
+
+
 def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha: float | None = None,
             models: Sequence[str] | None = None, B: int | None = None, seed: int | None = None,
             mid_p: bool = False, clusters: Mapping | str | None = "auto", p_method: str | None = None,
@@ -730,6 +715,13 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
         rob.append(_robustness_subset(cubes, ids, subset, models, perts, B=B, seed=seed, p_method=p_method,
                                       clusters=clusters))
         acc.append(_accuracy_subset(cubes, subset, models, perts))
+    tested = [bool((a["n"] > 0).any()) for a in acc]          # a subset no item of which every model scored
+    if not any(tested):
+        raise CompareError(f"no item of {', '.join(_unique(items['subset']))} was scored by every one of "
+                           f"{', '.join(models)}: nothing to compare (runs over other items, or models that could "
+                           "not score them)")
+    empty = [a["subset"].iloc[0] for a, t in zip(acc, tested) if not t]
+    rob, acc = [r for r, t in zip(rob, tested) if t], [a for a, t in zip(acc, tested) if t]
     rob = _adjust_robustness(pd.concat(rob, ignore_index=True), groups, multiplicity, alpha, weights)
     other = "decision" if on == "margin" else "margin"
     for c in ("mean_diff", "effect_size", "p", "p_adjusted", "verdict"):
@@ -740,6 +732,8 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
     rob = rob[ROBUSTNESS_COLUMNS + [c for c in rob.columns if c not in ROBUSTNESS_COLUMNS and
                                     (c.startswith(other) or c in (f"{on}_n_nonzero", f"{on}_p_greater",
                                                                   f"{on}_p_less", "n_clusters"))]]
+    trunc, trunc_warnings = truncation_summary(results, models)
+    rob = _with_truncation(rob, "perturbation", trunc)
     acc = pd.concat(acc, ignore_index=True)
     acc["p"] = mcnemar(acc["n_a_only"].to_numpy(), acc["n_b_only"].to_numpy(), mid_p=mid_p)
     acc["p_adjusted"] = np.nan
@@ -749,17 +743,18 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
         acc.loc[idx, "p_adjusted"] = ra_multiplicity.adjust(
             g["p"].to_numpy(float), multiplicity, groups=g["condition"].map(lambda c: cond_group.get(c, "other")).to_numpy(),
             alpha=alpha, weights=({**weights, "original": 1.0} if isinstance(weights, dict) else weights)).p_adjusted
-    acc = acc[ACCURACY_COLUMNS[:4] + ["n"] + ACCURACY_COLUMNS[4:]]
+    acc = _with_truncation(acc[ACCURACY_COLUMNS[:4] + ["n"] + ACCURACY_COLUMNS[4:]].copy(), "condition", trunc)
     ranks = _ranks(acc, models, alpha)[RANK_COLUMNS]
     settings_out = {"on": on, "multiplicity": multiplicity, "alpha": alpha, "B": B, "seed": seed,
                     "p_method": p_method, "scale": scale, "mid_p": bool(mid_p), "models": models,
-                    "subsets": _unique(items["subset"]), "perturbations": perts,
+                    "subsets": _unique(rob["subset"]), "perturbations": perts, "truncation": trunc,
                     "clusters": clusters is not None, "runs": len(results),
                     "tails": "two-sided, each tail at alpha/2", "family": "per subset: pairs x perturbations "
                     "(robustness, each version), pairs x conditions (accuracy)"}
     return Comparison(rob.reset_index(drop=True), acc.reset_index(drop=True), ranks.reset_index(drop=True),
                       settings_out, _warnings(multiplicity, alpha) + detectability_warnings(rob, on, B, alpha)
-                      + ([cluster_warning] if cluster_warning else []))
+                      + ([cluster_warning] if cluster_warning else []) + trunc_warnings
+                      + [f"subset {s}: no item was scored by every compared model, so it is left out" for s in empty])
 
 # %% ../nbs/02d_compare.ipynb #851d694b
 @dataclass

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import steps as ra_steps
-from .guards import InputTooLarge, read_gzip_capped
+from .guards import InputTooLarge, read_gzip_capped, read_parquet_capped
 
 # %% auto #0
 __all__ = ['CANONICAL_COLUMNS', 'TEXT_COLUMNS', 'CONTAINERS', 'SCHEMAS', 'FORMATS', 'RMBENCH_STYLES', 'ROLES', 'SHAREGPT_ROLES',
@@ -282,10 +282,16 @@ def _parse_csv(text: str, source: str) -> tuple[list[dict], list[int], str]:
 
 
 def _parse_parquet(raw: bytes, source: str) -> tuple[list[dict], list[int], str]:
-    "Rows of a Parquet file, with 1-based row numbers."
-    try: frame = pd.read_parquet(io.BytesIO(raw))
+    "Rows of a Parquet file, with 1-based row numbers; a rewrite pack or a file that expands past the cap is refused."
+    from reward_auditor.store import PACK_KEY
+    try: table = read_parquet_capped(raw)   # the footer's sizes, then the decoded rows, against one cap
+    except InputTooLarge as e: raise DataError(str(e), source) from None
     except Exception as e:  # pyarrow raises several unrelated types for damaged files
         raise DataError(f"cannot be read as Parquet ({type(e).__name__}: {e})", source) from None
+    if PACK_KEY in (table.schema.metadata or {}):  # perturbed texts beside their originals: never preference data
+        raise DataError("is a rewrite pack written by `perturb`, not preference data", source,
+                        hint="audit it with --conditions, or move it out of the data folder")
+    frame = table.to_pandas()
     return frame.to_dict("records"), list(range(1, len(frame) + 1)), "row"
 
 # %% ../nbs/01a_data.ipynb #aa9e7883

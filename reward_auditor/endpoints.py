@@ -19,15 +19,15 @@ from pathlib import Path
 import numpy as np
 
 from .guards import (MAX_RESPONSE_BYTES, DeadlineExceeded, RedirectRefused, ResponseTooLarge,
-                                   http_exchange, mask_secrets, register_secret)
+                                   http_exchange, mask_secrets, register_secret, shown)
 from .scorer_kinds import (FALLBACK_MAX_LENGTH, HFScorer, JudgeScorer, PointwiseScorer, ScorerError,
-                                         _load_tokenizer, encode_text, folder_fingerprint, pack_encoded, render_chat,
-                                         truncate_ids, unpack_encoded)
+                                         _load_tokenizer, answer_truncated, encode_text, folder_fingerprint,
+                                         pack_encoded, render_chat, truncate_ids, unpack_encoded)
 
 # %% auto #0
-__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'quote_answer', 'finite_number', 'EndpointClient', 'served_identity',
-           'served_max_length', 'classify_rewards', 'EndpointRewardScorer', 'EndpointJudgeScorer',
-           'EndpointChatJudgeScorer']
+__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'MAX_JSON_DEPTH', 'EndpointError', 'quote_answer', 'finite_number', 'nested_deeper',
+           'EndpointClient', 'served_identity', 'served_name', 'served_max_length', 'classify_rewards',
+           'EndpointRewardScorer', 'EndpointJudgeScorer', 'EndpointChatJudgeScorer']
 
 # %% ../nbs/06b_endpoints.ipynb #9dc5be39
 class EndpointError(ScorerError):
@@ -43,8 +43,7 @@ def quote_answer(obj, limit: int = 200) -> str:
         text = json.dumps(obj, ensure_ascii=False, allow_nan=True)
     except (TypeError, ValueError):
         text = repr(obj)
-    text = " ".join(mask_secrets(text).split())
-    return text if len(text) <= limit else text[:limit] + "…"
+    return shown(text, limit)  # masked first, then cut: a key across the cut leaves none of its characters
 
 
 def finite_number(v) -> float | None:
@@ -57,6 +56,18 @@ def finite_number(v) -> float | None:
 
 API_KEY_ENV = "REWARD_AUDITOR_API_KEY"
 RETRY_STATUS = (429, 500, 502, 503, 504)
+MAX_JSON_DEPTH = 64   # no answer a scorer reads nests deeper than a handful of levels
+
+
+def nested_deeper(obj, limit: int = MAX_JSON_DEPTH) -> bool:
+    "True when a parsed JSON value nests lists and objects more than `limit` levels deep (walked without recursion)."
+    stack = [(obj, 1)] if isinstance(obj, (list, dict)) else []
+    while stack:
+        o, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((v, depth + 1) for v in (o.values() if isinstance(o, dict) else o) if isinstance(v, (list, dict)))
+    return False
 
 
 class EndpointClient:
@@ -106,10 +117,10 @@ class EndpointClient:
                     with self._lock:
                         self.stats["requests"] += 1
                     return self._json(url, body)
-                text = " ".join(body.decode("utf-8", "replace").split())
+                text = body.decode("utf-8", "replace")
                 if status not in RETRY_STATUS:
-                    raise EndpointError(f"{url} answered HTTP {status}: {text[:500]}")
-                last = f"HTTP {status}: {text[:200]}"
+                    raise EndpointError(f"{url} answered HTTP {status}: {shown(text, 500)}")
+                last = f"HTTP {status}: {shown(text, 200)}"
                 ra = headers.get("Retry-After")
                 if ra and ra.strip().isdigit():
                     wait_s = min(self.max_backoff, float(ra))
@@ -122,16 +133,26 @@ class EndpointClient:
         "The JSON object a server answered, or an EndpointError quoting what it sent instead."
         try:
             out = json.loads(body)
+            if nested_deeper(out):  # parsed, but too deep to quote or walk safely: refused like an unparsable one
+                raise RecursionError
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise EndpointError(f"{url} answered with something that is not JSON ({e}): "
                                 f"{quote_answer(body.decode('utf-8', 'replace'))}") from None
+        except RecursionError:
+            raise EndpointError(f"{url} answered JSON nested too deeply to read ({len(body)} bytes beginning "
+                                f"{quote_answer(body[:60].decode('utf-8', 'replace'), 60)}); no scorer's answer "
+                                "nests like that") from None
         if not isinstance(out, dict):
             raise EndpointError(f"{url} answered a JSON {type(out).__name__}, not an object: {quote_answer(out)}")
         return out
 
     def models(self) -> list[dict]:
-        "The served models (`GET /v1/models`)."
-        return list(self.request("/v1/models").get("data", []))
+        "The served models (`GET /v1/models`): a list of objects, else an EndpointError quoting the answer."
+        data = self.request("/v1/models").get("data", [])
+        if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+            raise EndpointError(f"{self.url}/v1/models answered a model list that is not a list of objects: "
+                                f"{quote_answer(data)}")
+        return data
 
     def options(self) -> dict:
         "The client's settings as keyword arguments (for rebuilding it elsewhere); the key's variable name, not the key."
@@ -143,10 +164,18 @@ class EndpointClient:
 
 # %% ../nbs/06b_endpoints.ipynb #b895b2a2
 def served_identity(name: str, served: dict, revision: str | None, tokenizer_spec: str) -> dict:
-    "What a served model's fingerprint names: served name, root, revision and the tokenizer we encode with."
+    """What a served model's fingerprint names: served name, root, revision and the tokenizer we encode with.
+    Each is the server's text, so each is `shown`: printable, with any secret masked, before it is stored."""
     tok = Path(tokenizer_spec)
-    return {"served_model": name, "root": served.get("root"), "revision": revision or served.get("revision"),
-            "tokenizer": folder_fingerprint(tok) if tok.is_dir() else tokenizer_spec}
+    text = lambda v: None if v is None else shown(v)
+    return {"served_model": text(name), "root": text(served.get("root")),
+            "revision": text(revision or served.get("revision")),
+            "tokenizer": folder_fingerprint(tok) if tok.is_dir() else text(tokenizer_spec)}
+
+
+def served_name(model_id: str) -> str:
+    "A scorer's default name from a served model id: its last path part, printable and with any secret masked."
+    return shown(Path(shown(model_id).rstrip("/")).name) or "served-model"
 
 
 def served_max_length(served: dict, requested: int | None, where: str) -> int:
@@ -197,7 +226,7 @@ class EndpointRewardScorer(PointwiseScorer):
         self.client = EndpointClient(url, api_key_env, timeout, retries, backoff)
         self.served = _pick_model(self.client, model)
         model = self.served["id"]
-        super().__init__(name or Path(str(model).rstrip("/")).name)
+        super().__init__(name or served_name(str(model)))
         self.url, self.model, self.revision = self.client.url, str(model), revision
         self.tokenizer_spec = str(tokenizer or self.served.get("root") or model)
         self.tokenizer = _load_tokenizer(self.tokenizer_spec, trust_remote_code, revision)
@@ -240,6 +269,27 @@ class EndpointRewardScorer(PointwiseScorer):
             truncated += len(cut) < len(ids)
             seqs.append(cut)
         return seqs, [0] * len(seqs), truncated
+
+    _answer_start = HFScorer._answer_start  # where the answer begins in our encoding: the in-process rule
+
+    def truncation(self, prompt: str, response: str) -> tuple[int, int, bool, int]:
+        "(tokens, tokens our client cuts before sending, whether part of the answer is cut, 0 turns left out) for one text."
+        # the client encodes and cuts every text itself (`_encode_items`), so it knows each cut exactly
+        ids = encode_text(self.tokenizer, render_chat(self.tokenizer, prompt, response, self.system))
+        removed = max(0, len(ids) - self.max_length)
+        start = self._answer_start(prompt, response, ids, 0) if removed else 0
+        bos_first = bool(ids) and ids[0] == self.tokenizer.bos_token_id
+        return len(ids), removed, answer_truncated(len(ids), start, self.max_length, self.truncation_side, bos_first), 0
+
+    @property
+    def model_limit(self) -> int | None:
+        "The server's `max_model_len` (None when it does not say)."
+        v = self.served.get("max_model_len")
+        return int(v) if isinstance(v, int) and v > 0 else None
+
+    @property
+    def limit_source(self) -> str:
+        return "the server's max_model_len" if self.model_limit else "not reported by the server"
 
     plan_batches = HFScorer.plan_batches  # the same batch plan as the in-process scorers
 
@@ -351,7 +401,7 @@ class EndpointJudgeScorer(JudgeScorer):
         self.concurrency = int(concurrency)
         self.tokenizer_spec = str(tokenizer or self.served.get("root") or self.served_model)
         kw["max_length"] = served_max_length(self.served, kw.get("max_length"), f"{self.served_model} at {self.url}")
-        super().__init__(self.tokenizer_spec, name=name or Path(self.served_model.rstrip("/")).name,
+        super().__init__(self.tokenizer_spec, name=name or served_name(self.served_model),
                          device="cpu", dtype="float32", revision=revision, **kw)
 
     def _load_model(self, auto_cls, spec=None):

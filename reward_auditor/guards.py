@@ -27,9 +27,9 @@ from typing import Any, Iterable
 
 # %% auto #0
 __all__ = ['MASK', 'SECRET_ENV', 'MAX_RESPONSE_BYTES', 'ERROR_BODY_BYTES', 'MAX_INPUT_MB_ENV', 'MAX_INPUT_MB', 'register_secret',
-           'mask_secrets', 'mask_deep', 'DeadlineExceeded', 'ResponseTooLarge', 'RedirectRefused',
+           'mask_secrets', 'mask_deep', 'shown', 'DeadlineExceeded', 'ResponseTooLarge', 'RedirectRefused',
            'PlainHttpKeyWarning', 'origin', 'is_loopback', 'warn_plain_http_key', 'http_exchange', 'InputTooLarge',
-           'max_input_bytes', 'read_gzip_capped', 'cache_lock', 'unpack_zip_once']
+           'max_input_bytes', 'read_gzip_capped', 'read_parquet_capped', 'cache_lock', 'unpack_zip_once']
 
 # %% ../nbs/00a_guards.ipynb #2bf88a6b
 MASK = "***"
@@ -76,6 +76,28 @@ def mask_deep(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return type(obj)(mask_deep(v) for v in obj)
     return obj
+
+# %% ../nbs/00a_guards.ipynb #08ece23c
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_PREFIX_MIN = 4   # the shortest start of a key masked at the end of a text that was cut before it reached us
+
+
+def _mask_cut_tail(s: str) -> str:
+    "`s` with a tail that is the start of a known secret (at least `_PREFIX_MIN` characters) masked."
+    for v in _secret_values():
+        for k in range(len(v) - 1, _PREFIX_MIN - 1, -1):
+            if s.endswith(v[:k]):
+                return s[:-k] + MASK
+    return s
+
+
+def shown(text: Any, limit: int | None = None) -> str:
+    "Outside text for a message, a terminal line or a stored name: printable, one line, secrets masked, then cut."
+    s = _UNPRINTABLE.sub("", " ".join(("" if text is None else str(text)).split()))
+    s = _mask_cut_tail(mask_secrets(s))
+    if limit is not None and len(s) > limit:
+        s = s[:limit] + "…"
+    return s
 
 # %% ../nbs/00a_guards.ipynb #8aa10793
 class DeadlineExceeded(TimeoutError):
@@ -281,6 +303,28 @@ def read_gzip_capped(path: str | os.PathLike, cap: int | None = None) -> bytes:
             if len(buf) > cap:
                 raise InputTooLarge(f"it expands to more than {cap >> 20} MiB when gunzipped (set "
                                     f"{MAX_INPUT_MB_ENV} to allow more)")
+
+# %% ../nbs/00a_guards.ipynb #a1c0e7d3
+def read_parquet_capped(source: Any, cap: int | None = None, batch_rows: int = 1024):
+    "A pyarrow Table from a Parquet file (path or bytes); InputTooLarge before it expands past `cap` bytes."
+    import io
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    cap = max_input_bytes() if cap is None else int(cap)
+    more = f"set {MAX_INPUT_MB_ENV} to allow more"
+    f = pq.ParquetFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+    md = f.metadata
+    stored = sum(md.row_group(i).column(j).total_uncompressed_size
+                 for i in range(md.num_row_groups) for j in range(md.num_columns))
+    if stored > cap:  # the footer's own numbers: refused before a page is decompressed
+        raise InputTooLarge(f"it expands to {stored >> 20} MiB uncompressed, more than {cap >> 20} MiB ({more})")
+    batches, size = [], 0
+    for b in f.iter_batches(batch_size=batch_rows):  # dictionary pages hide repetition: count the decoded rows
+        size += b.nbytes
+        if size > cap:
+            raise InputTooLarge(f"its rows expand to more than {cap >> 20} MiB when decoded ({more})")
+        batches.append(b)
+    return pa.Table.from_batches(batches, schema=f.schema_arrow)
 
 # %% ../nbs/00a_guards.ipynb #f52ec14e
 @contextlib.contextmanager

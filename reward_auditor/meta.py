@@ -8,10 +8,11 @@ Docs: https://reward-auditor.github.io/reward_auditor/meta.html.md"""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,10 +24,10 @@ from scipy import stats
 
 # %% auto #0
 __all__ = ['GROUPS', 'REQUIRED', 'R_S_DEFINITION', 'EXACT_N', 'MetaError', 'combine_tables', 'simulate_audit_tables',
-           'benchmark_meta', 'runs_meta', 'ClusteredCorrelation', 'correlation_clustering', 'perturbation_correlation',
-           'exact_corr_p', 'rank_note', 'group_risk_correlation', 'auroc', 'accuracy_vs_suitability',
-           'DownstreamResult', 'downstream_correlation', 'MetaReport', 'meta_report', 'meta_cli',
-           'plot_clustered_correlation', 'plot_downstream']
+           'benchmark_meta', 'runs_meta', 'like_with_like', 'ClusteredCorrelation', 'correlation_clustering',
+           'perturbation_correlation', 'exact_corr_p', 'rank_note', 'group_risk_correlation', 'auroc',
+           'accuracy_vs_suitability', 'DownstreamResult', 'downstream_correlation', 'MetaReport', 'meta_report',
+           'meta_cli', 'plot_clustered_correlation', 'plot_downstream']
 
 # %% ../nbs/02c_meta.ipynb #c50993fe
 class MetaError(ValueError):
@@ -153,6 +154,28 @@ def runs_meta(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     "Per run label: `benchmark_meta` of that run's table alone, indexed by perturbation."
     return {label: benchmark_meta(t.assign(benchmark=str(label)), by=("benchmark",)).set_index("perturbation")
             for label, t in tables.items()}
+
+# %% ../nbs/02c_meta.ipynb #45e67f4c
+def like_with_like(tables: Mapping[str, pd.DataFrame], sources: Mapping[str, Any] | None = None
+                   ) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """Each run's table cut to the scorer × subset rows every run holds (empty when they share none), and a caution
+    per thing left out or differing (`sources`: each run's data source, to say when the runs audited other data)."""
+    keys = {label: set(zip(t["model"].astype(str), t["subset"].astype(str))) for label, t in tables.items()}
+    common = set.intersection(*keys.values()) if keys else set()
+    notes = []
+    if sources and len({json.dumps(v, sort_keys=True, default=str) for v in sources.values()}) > 1:
+        notes.append("the runs audited different data: rows with the same scorer and subset name hold other items, "
+                     "so their sums compare benchmarks, not models")
+    if not common:
+        notes.append("the runs share no scorer × subset row (other data or other scorers): their effect sizes are "
+                     "not summed across runs; read each run's risk table")
+    for label, k in keys.items():
+        if common and k - common:
+            notes.append(f"{label}: {len(k - common)} of its {len(k)} scorer × subset rows are not in every run and "
+                         f"are left out of the sums ({len(common)} rows each)")
+    out = {label: t[[(m, s) in common for m, s in zip(t["model"].astype(str), t["subset"].astype(str))]]
+           for label, t in tables.items()}
+    return out, notes
 
 # %% ../nbs/02c_meta.ipynb #10c5f83f
 @dataclass

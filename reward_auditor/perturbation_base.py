@@ -406,6 +406,7 @@ class Perturbation:
     defaults: dict = field(default_factory=dict)
     description: str = ""
     variant: str | None = None
+    paired: bool = False   # a response perturbation whose random draw is made once per item and used for both answers
 
     def __post_init__(self):
         if self.side not in SIDES:
@@ -453,7 +454,7 @@ registry = Registry()
 
 def register(obj=None, *, name: str | None = None, side: str | None = None, group: str | None = None,
              version: str = "1", description: str = "", variant: str | None = None, replace: bool = False,
-             **defaults):
+             paired: bool = False, **defaults):
     "Add a perturbation to `registry`: decorate a function or a `Perturbation` subclass, or pass an instance."
     def add(target):
         if isinstance(target, Perturbation):
@@ -464,7 +465,7 @@ def register(obj=None, *, name: str | None = None, side: str | None = None, grou
             if side is None or group is None:
                 raise PerturbationError(f"register {getattr(target, '__name__', target)!r}: give side= and group=")
             p = FunctionPerturbation(target, name or target.__name__, side, group, version, defaults, description)
-            p.variant = variant
+            p.variant, p.paired = variant, paired
         else:
             raise PerturbationError(f"register: expected a function or Perturbation, got {type(target).__name__}")
         if p.name in registry and not replace:

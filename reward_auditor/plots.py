@@ -18,10 +18,10 @@ import pandas as pd
 from .tables import plain_text
 
 # %% auto #0
-__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'DELTA_ZERO', 'DELTA_COLOURS', 'perturbation_order', 'risk_matrix', 'risk_styler',
-           'radar', 'meta_radar', 'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap',
-           'meta_evaluation', 'pairwise_matrices', 'rank_intervals', 'reliability_diagram', 'margin_histogram',
-           'step_score_strips']
+__all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'UNTESTABLE_CSS', 'DELTA_ZERO', 'DELTA_COLOURS', 'perturbation_order',
+           'risk_matrix', 'risk_styler', 'radar', 'meta_radar', 'delta_distributions', 'accuracy_vs_suitability',
+           'correlation_heatmap', 'meta_evaluation', 'pairwise_matrices', 'rank_intervals', 'reliability_diagram',
+           'margin_histogram', 'step_score_strips']
 
 # %% ../nbs/03_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -71,6 +71,10 @@ def risk_matrix(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: st
     return piv
 
 
+UNTESTABLE_CSS = ("background: repeating-linear-gradient(45deg, #eeeeee, #eeeeee 4px, #dddddd 4px, #dddddd 8px); "
+                  "color: #777777; font-style: italic")
+
+
 def _shade(e: float, sig: bool, vmax: float) -> str:
     "CSS for one cell: red for significant degradation, blue for significant improvement, darker when larger."
     if not sig or not np.isfinite(e):
@@ -106,15 +110,20 @@ def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: st
     eff = risk_matrix(table, rows, value)
     sig = risk_matrix(table, rows, "significant").reindex_like(eff)
     stars = risk_matrix(table, rows, "stars").reindex_like(eff)
+    why = (risk_matrix(table.assign(_why=table["effect_undefined"].fillna("").astype(str)), rows, "_why")
+           .reindex_like(eff) if "effect_undefined" in table else pd.DataFrame("", index=eff.index, columns=eff.columns))
     text = eff.copy().astype(object)
     for i in range(eff.shape[0]):
         for j in range(eff.shape[1]):
             e, s = eff.iat[i, j], stars.iat[i, j]
-            text.iat[i, j] = "" if pd.isna(e) else f"{e:+.2f}{'' if s in ('ns', None) or pd.isna(s) else str(s)}"
+            mark = '' if s in ('ns', None) or pd.isna(s) else str(s)
+            text.iat[i, j] = (f"undefined{mark.lstrip('*')}" if pd.isna(e) and isinstance(why.iat[i, j], str)
+                              and why.iat[i, j] else "" if pd.isna(e) else f"{e:+.2f}{mark}")
     finite = np.abs(eff.to_numpy(float)[np.isfinite(eff.to_numpy(float))])
     vmax = float(np.percentile(finite, 95)) if finite.size else 1.0
-    css = pd.DataFrame([[_shade(eff.iat[i, j], bool(sig.iat[i, j]) if pd.notna(sig.iat[i, j]) else False, vmax)
-                         for j in range(eff.shape[1])] for i in range(eff.shape[0])],
+    css = pd.DataFrame([[UNTESTABLE_CSS if text.iat[i, j].startswith("undefined") else
+                          _shade(eff.iat[i, j], bool(sig.iat[i, j]) if pd.notna(sig.iat[i, j]) else False, vmax)
+                          for j in range(eff.shape[1])] for i in range(eff.shape[0])],
                        index=eff.index, columns=eff.columns)
     if accuracy is not None:  # the accuracy on the original pairs first, its letters beside it
         key = ("original", "accuracy")
@@ -175,8 +184,9 @@ def radar(table: pd.DataFrame, by: str = "subset", value: str = "effect_size", m
             if l not in labels:
                 handles.append(h)
                 labels.append(l)
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False,
-               title=poly_col, title_fontsize=8)
+    if labels:  # none when every effect is undefined (no score moved): the panels stay empty
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False,
+                   title=poly_col, title_fontsize=8)
     fig.suptitle(f"{plain_text(value)} per perturbation, one radar per {panel_col}, polygons per {poly_col} "
                  f"(same radial scale 0–{top:.2f} in every panel; filled marker: significant after FDR control)",
                  fontsize=10)

@@ -20,12 +20,14 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, findings, findings_html,
+from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, below_chance_rows, chance_counts,
+                                  findings, findings_html,
                                   too_few_to_test)
 from . import plots
+from .run_settings import run_settings
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'RISK_CAPTION',
+__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'RISK_CAPTION', 'MDE_COLUMNS',
            'PRM_TABLE_COLUMNS', 'ReportError', 'esc', 'show', 'show_html', 'header_html', 'warnings_html',
            'legend_html', 'truncation_html', 'changes_html', 'style_matrix_html', 'below_chance_html',
            'rewardbench2_html', 'truth_html', 'risk_display', 'top_degraded', 'history_html', 'top_degraded_html',
@@ -34,7 +36,7 @@ __all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DI
            'split_command', 'check_split_by_turns', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
            'load_diagnostic', 'render_diagnostic', 'frame_html', 'comparison_of', 'comparison_html',
            'comparison_figures', 'figure_html', 'comparison_page', 'risk_letters', 'risk_table_html', 'control_models',
-           'counted_html', 'prm_results', 'prm_worst', 'prm_section_html', 'prm_section']
+           'counted_html', 'mde_html', 'prm_results', 'prm_worst', 'prm_section_html', 'prm_section']
 
 # %% ../nbs/09_report.ipynb #6c2cc3bf
 class ReportError(RuntimeError):
@@ -185,9 +187,17 @@ def legend_html(result: AuditResult) -> str:
 def truncation_html(manifest: dict) -> str:
     "Per model: max_length and where it comes from, and the pairs truncation cut per subset and condition."
     tr = manifest.get("truncation") or {}
+    untold = manifest.get("truncation_unknown")
+    # "nothing was cut" only with evidence: every scorer counted, or none has a token limit
+    note = "" if not untold else (
+        f"<p><b>Truncation unknown</b> for {esc(', '.join(map(str, untold)))}: these scorers have a token limit "
+        "but report no per-pair truncation counts (pairwise judges count presentations over the limit as too long "
+        "instead), so whether their inputs were cut is not known here.</p>")
     if not tr:
-        return "<p><b>Truncation</b>: no scorer in this run has a token limit (nothing was cut).</p>"
-    out = []
+        if untold is None:   # a run saved before the audit recorded which scorers went uncounted
+            return "<p><b>Truncation</b>: this run recorded no truncation counts (unknown).</p>"
+        return note or "<p><b>Truncation</b>: no scorer in this run has a token limit (nothing was cut).</p>"
+    out = [note]
     for m, t in tr.items():
         cells = t.get("cells", {})
         subs = [k for k in cells if k != "all"] or ["all"]
@@ -256,16 +266,22 @@ def style_matrix_html(manifest: dict) -> str:
 
 
 def below_chance_html(table: pd.DataFrame) -> str:
-    "A caveat naming every scorer × subset at or below chance on the original pairs; empty when there is none."
+    "A caveat naming every scorer × subset at or below chance on the decided original pairs, with right/wrong/tied; empty when none."
     f = table.drop_duplicates(["model", "subset"])
-    bad = f[[below_chance(a) for a in f["accuracy_before"]]]
+    bad = f[below_chance_rows(f).to_numpy()]
     if not len(bad):
         return ""
-    items = "".join(f"<li>{esc(r.model)} / {esc(r.subset)}: accuracy {r.accuracy_before:.3f}</li>"
-                    for r in bad.itertuples())
+    cc = chance_counts(bad)
+    items = "".join(
+        f"<li>{esc(r.model)} / {esc(r.subset)}: accuracy {r.accuracy_before:.3f} (ties wrong); {c.right} right, "
+        f"{c.wrong} wrong, {c.tied} tied"
+        + (f": {c.decided_accuracy:.3f} of the {c.right + c.wrong} decided pairs (one-sided binomial p = "
+           f"{c.p_chance:.3g} for right more often than wrong)" if c.right + c.wrong else ": no pair decided")
+        + "</li>" for r, c in zip(bad.itertuples(), cc.itertuples()))
     return ("<div style='border-left:4px solid #c0392b;padding:4px 10px;background:#fdecea'><b>Below chance</b>: "
-            "these scorers prefer the chosen answer no more often than a coin on the original pairs, so a verdict "
-            f"about keeping that preference under perturbation is not meaningful here.<ul>{items}</ul></div>")
+            "on the original pairs these scorers decide (ties, equal scores, left out) they prefer the chosen answer "
+            "no more often than the rejected one, so a verdict about keeping that preference under perturbation is "
+            f"not meaningful here.<ul>{items}</ul></div>")
 
 
 def rewardbench2_html(manifest: dict) -> str:
@@ -296,16 +312,18 @@ def truth_html(result: AuditResult) -> str:
 
 
 def risk_display(table: pd.DataFrame) -> pd.DataFrame:
-    "A copy of the table for the risk table: † beside truncated cells, ° beside untestable ones, below-chance subsets labelled."
+    "A copy of the table for the risk table: † beside truncated cells, ° beside untestable ones, u beside underpowered ones, below-chance subsets labelled."
     t = table.copy()
     mark = pd.Series("", index=t.index)
     if "n_truncated" in t:
         mark = mark.where(~(t["n_truncated"].fillna(0) > 0), "†")
     if "detectable" in t and "n_nonzero" in t:  # the run's procedure at every test's smallest attainable p (`p_min`)
         mark = mark + np.where(too_few_to_test(t), "°", "")
+    if "underpowered" in t:  # no verdict, and its minimum detectable effect is above the margin (the audit decides)
+        mark = mark + np.where(t["underpowered"].fillna(False).astype(bool), "u", "")
     base = t["stars"].where(t["stars"] != "ns", "")
     t["stars"] = (base.astype(str) + mark).replace("", "ns")
-    low = t["accuracy_before"].map(below_chance)
+    low = below_chance_rows(t)
     t.loc[low, "subset"] = t.loc[low, "subset"].astype(str) + " (below chance)"
     return t
 
@@ -480,7 +498,8 @@ def show_calibration(cal) -> None:
     items = "".join(f"<li>{esc(f)}</li>" for f in cal.findings) or "<li>No clear finding.</li>"
     show_html(f"<p><b>Findings</b></p><ul>{items}</ul>")
     show_html("<p><b>Temperature</b> (all subsets pooled; T &gt; 1: overconfident; ECE band: the 95% upper end of "
-              "a calibrated model's ECE at this n; p: BH-adjusted two-sided sign-flip p of the log-loss change)</p>"
+              "a calibrated model's ECE at this n; p: BH-adjusted two-sided sign-flip p of the log-loss change; "
+              "accuracy: a tie counts ½, n_tied of them, where the risk table counts a tie wrong)</p>"
               + frame_html(cal.temperature_table()))
     sub = cal.pooled()
     for model in dict.fromkeys(cal.table["model"]):
@@ -658,7 +677,8 @@ def split_command(run_dir: str | Path) -> str:
         assert isinstance(saved, dict)
     except (OSError, ValueError, AssertionError):
         return "audit the data again with --by turns (by='turns' in Python) and the run's score cache"
-    q = lambda v: shlex.quote(str(v))
+    from reward_auditor.guards import shown
+    q = lambda v: shlex.quote(shown(v))  # run.json is the folder's text: printable only, no escape sequence
     as_list = lambda v: v if isinstance(v, list) else [] if v in (None, "") else [v]
     parts = ["reward-auditor audit"]
     for flag in ("data", "conditions"):
@@ -704,6 +724,7 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
             loaded = AuditResult.load(r)
         except ValueError as e:
             raise ReportError(str(e)) from None
+        run_settings(loaded.manifest, r / "manifest.json", ReportError)  # what the report reuses, checked first
         if by == "turns":
             check_split_by_turns(loaded, r)
     by = "model" if by == "turns" else by  # as the audit's --by turns: the model report of the split subsets
@@ -909,7 +930,8 @@ def comparison_page(cmp) -> str:
             f"<body><h1>Model comparison</h1>{body}</body></html>")
 
 # %% ../nbs/09_report.ipynb #460ba692
-RISK_CAPTION = "accuracy on the original pairs (letters: models sharing one are not distinguishable); effect size d_z with adjusted-p stars"
+RISK_CAPTION = ("accuracy on the original pairs, a tie (equal scores) counted wrong, ties per subset in the findings "
+                "(letters: models sharing one are not distinguishable); effect size d_z with adjusted-p stars")
 
 
 def risk_letters(table: pd.DataFrame, cmp=None) -> pd.DataFrame:
@@ -947,6 +969,26 @@ def counted_html(models: Sequence[str], controls: Sequence[str]) -> str:
     return f"<p>Counted over {len(models)} reward model{'s' * (len(models) != 1)} ({names(models)}){apart}.</p>"
 
 
+
+# %% ../nbs/09_report.ipynb #f8bba894
+MDE_COLUMNS = ["model", "subset", "perturbation", "n", "n_clusters", "icc", "effect_size", "mde", "reading"]
+
+
+def mde_html(table: pd.DataFrame, margin: float | None = None) -> str:
+    "The cells without a verdict: minimum detectable effect and whether it could have seen the margin; undefined d_z with its reason."
+    if "mde" not in table or "underpowered" not in table:
+        return "<p><i>This run has no minimum detectable effects (it predates them): rerun the audit to see them.</i></p>"
+    quiet = table[table["verdict"] == "NO_EVIDENCE"].copy()
+    if not len(quiet):
+        return "<p><i>Every cell has a verdict.</i></p>"
+    under = quiet["underpowered"].fillna(False).astype(bool)
+    m = "the margin" if margin is None else f"the margin {margin:g}"
+    quiet["reading"] = np.where(under, f"underpowered: MDE above {m}", f"powered: an effect of {m} had 80% power")
+    why = quiet.get("effect_undefined", pd.Series("", index=quiet.index)).fillna("").astype(str)
+    quiet["reading"] = quiet["reading"] + np.where(why != "", "; d_z " + why, "")
+    head = (f"<p>{int(under.sum())} of {len(quiet)} cells without a verdict are <b>underpowered</b>: their minimum "
+            f"detectable effect (d_z at 80% power) is above {esc(m)}, so their \"no\" says nothing about robustness.</p>")
+    return head + frame_html(quiet[[c for c in MDE_COLUMNS if c in quiet]])
 
 # %% ../nbs/09_report.ipynb #0c377213
 def prm_results(run_dir: str | Path) -> dict:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
 from .guards import (DeadlineExceeded, RedirectRefused, ResponseTooLarge, http_exchange, mask_secrets,
-                                   register_secret)
+                                   register_secret, shown)
 from .resources import MissingResourceError, cache_dir
 
 # %% auto #0
@@ -363,15 +363,14 @@ def apertium_translator(pair: str = "eng-spa", split: int | None = None) -> Aper
 
 # %% ../nbs/04c_rewriters.ipynb #0cde0da8
 def model_fingerprint(model_dir: str | Path) -> str:
-    "Short hash of a model folder: config.json and the sizes and first MiB of its weight files."
+    "Short hash of a model folder: name, size and whole-file sha256 of config.json and of each weight file."
+    from reward_auditor.store import file_digest  # remembered by path, size and mtime: a large file is hashed once
     d, h = Path(model_dir), hashlib.sha256()
     if not d.is_dir():
         return hashlib.sha256(str(model_dir).encode()).hexdigest()[:16]
     for f in sorted(d.iterdir()):
-        if f.name == "config.json" or f.suffix in (".safetensors", ".bin"):
-            h.update(f.name.encode()); h.update(str(f.stat().st_size).encode())
-            with open(f, "rb") as fh:
-                h.update(fh.read(1 << 20))
+        if f.is_file() and (f.name == "config.json" or f.suffix in (".safetensors", ".bin")):
+            h.update(f"{f.name}\0{f.stat().st_size}\0{file_digest(f)}\n".encode())
     return h.hexdigest()[:16]
 
 
@@ -503,7 +502,7 @@ class OpenAIRewriter(CachedRewriter):
             else:
                 if status < 300:
                     return self._content(url, raw)
-                err = f"HTTP {status}: {' '.join(raw.decode('utf-8', 'replace').split())[:300]}"
+                err = f"HTTP {status}: {shown(raw.decode('utf-8', 'replace'), 300)}"
                 if status not in (408, 409, 429) and status < 500:
                     break
             time.sleep(min(30.0, 0.5 * 2 ** attempt))
@@ -516,7 +515,10 @@ class OpenAIRewriter(CachedRewriter):
             content = json.loads(raw)["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise RewriterError(f"{url} replied without choices[0].message.content ({type(e).__name__}): "
-                                f"{' '.join(raw.decode('utf-8', 'replace').split())[:200]}") from None
+                                f"{shown(raw.decode('utf-8', 'replace'), 200)}") from None
+        except RecursionError:
+            raise RewriterError(f"{url} replied with JSON nested too deeply to read ({len(raw)} bytes beginning "
+                                f"{shown(raw[:60].decode('utf-8', 'replace'), 60)})") from None
         if not isinstance(content, str):
             raise RewriterError(f"{url} replied with a {type(content).__name__} as the rewritten text, not a string")
         return content

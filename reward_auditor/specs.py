@@ -38,12 +38,14 @@ def split_name(spec: str) -> tuple[str | None, str]:
 def data_files(paths: str | Sequence[str]) -> list[str]:
     "Expand data paths: a plain folder becomes its data files (sorted); files, HF folders, 'sample' stay."
     from reward_auditor.data import _HF_MARKERS
+    from reward_auditor.store import is_pack
     out: list[str] = []
     for p in [paths] if isinstance(paths, (str, Path)) else paths:
         q = Path(p)
         if q.is_dir() and not any((q / m).exists() for m in _HF_MARKERS):
             found = sorted(str(f) for f in q.iterdir() if f.is_file() and f.suffix.lower() in DATA_SUFFIXES
-                           and not f.name.startswith(".") and not f.name.endswith(".records.json"))
+                           and not f.name.startswith(".") and not f.name.endswith(".records.json")
+                           and not is_pack(f))  # a rewrite pack `perturb` wrote there is conditions, not data
             if not found:
                 raise SpecError(f"folder {q} holds no data file ({', '.join(DATA_SUFFIXES)})", "data")
             out += found

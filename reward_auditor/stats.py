@@ -18,10 +18,10 @@ from scipy import optimize
 # %% auto #0
 __all__ = ['SCALES', 'CI_METHODS', 'STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'StatsError', 'confidence',
            'judge_confidence', 'position_bias', 'paired_differences', 'hedges_j', 'nct_ci', 'bca_interval', 'bca_ci',
-           'EffectSizes', 'effect_sizes', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix', 'SignFlipResult',
-           'SignFlipResults', 'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue', 'cluster_index',
-           'cluster_sums', 'cluster_bca_ci', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t',
-           'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic']
+           'EffectSizes', 'undefined_reason', 'effect_sizes', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix',
+           'SignFlipResult', 'SignFlipResults', 'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue',
+           'cluster_index', 'cluster_sums', 'cluster_bca_ci', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult',
+           'paired_t', 'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic']
 
 # %% ../nbs/02_stats.ipynb #4a1ba1a5
 class StatsError(ValueError):
@@ -156,15 +156,25 @@ def bca_interval(theta: float, replicates, jackknife, level: float = 0.95) -> tu
 
 
 def bca_ci(d, level: float = 0.95, n_boot: int = 2000, seed=0) -> tuple[float, float]:
-    "BCa bootstrap confidence interval for d_z of the differences `d` (resampling items; seeded)."
+    "BCa bootstrap confidence interval for d_z of the differences `d` (resampling items; seeded; O(n_boot·n) time)."
     d = np.asarray(d, np.float64)
     d = d[np.isfinite(d)]
     n = d.size
     if n < 3 or n_boot < 2:
         return float("nan"), float("nan")
     theta = float(_dz_rows(d))
-    tb = _dz_rows(d[np.random.default_rng(seed).integers(0, n, (n_boot, n))])
-    loo = _dz_rows(np.stack([np.delete(d, i) for i in range(n)]))          # jackknife for the acceleration
+    c = float(d.mean())
+    x = d - c
+    rng = np.random.default_rng(seed)           # drawn in blocks of rows: the same stream as one (n_boot, n) draw
+    step = max(1, (1 << 21) // n)               # about 2M resampled values at a time
+    tb = np.concatenate([_dz_rows(d[rng.integers(0, n, (min(step, n_boot - i), n))])   # as theta, bit for bit
+                         for i in range(0, n_boot, step)])
+    # jackknife in closed form: leaving d_i out moves the mean by (c − d_i)/(n − 1) and the sum of squares about it
+    mi = (c * n - d) / (n - 1)
+    ss = float(x @ x) + n * (c - mi) ** 2 - (d - mi) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        loo = mi / np.sqrt(np.maximum(ss, 0.0) / (n - 2))
+    loo = np.where(np.isnan(loo), 0.0, loo)
     return bca_interval(theta, tb, loo, level)
 
 # %% ../nbs/02_stats.ipynb #bb1178a3
@@ -186,11 +196,21 @@ class EffectSizes:
     ci_low: float
     ci_high: float
     ci_level: float | None = 0.95
-    ci_method: str = "nct"
+    ci_method: str = "bca"
     n_clusters: int | None = None
+    undefined: str = ""
 
 
-def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None = 0.95, ci_method: str = "nct",
+def undefined_reason(n: int, n_nonzero: int) -> str:
+    "Why d_z of `n` pairs with `n_nonzero` changed ones says nothing ('' when it is defined)."
+    if n_nonzero == 0:
+        return "undefined: no pair changed its score (all differences are 0)"
+    if n_nonzero == 1:
+        return f"undefined: one changed pair of {n} gives d_z = ±1/√n = ±{1 / math.sqrt(n):.3f} whatever the change"
+    return ""
+
+
+def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None = 0.95, ci_method: str = "bca",
                  n_boot: int = 2000, seed=0, cluster_ids=None) -> EffectSizes:
     "Paired effect sizes of `M` vs `M'` (or differences `m`); CI for d_z by 'nct', 'bca', or a cluster bootstrap when pairs share clusters."
     if ci_method not in CI_METHODS:
@@ -215,6 +235,7 @@ def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None 
                          "add items or check for NaN scores")
     mean, sd, sd0 = float(d.mean()), float(d.std(ddof=1)), float(d.std(ddof=0))
     n0 = int(np.count_nonzero(d))
+    why = undefined_reason(n, n0)
     if n0 == 0:
         dz = dz0 = t = 0.0
     elif sd == 0:
@@ -229,19 +250,21 @@ def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None 
             r = float(np.corrcoef(mm, mp)[0, 1])
             d_av = mean / math.sqrt((s1 ** 2 + s2 ** 2) / 2)
             d_rm = dz * math.sqrt(2 * (1 - r)) if np.isfinite(dz) else float("nan")
+    if why:                                # t stays (the sign-flip statistic needs it); the standardized sizes go
+        dz = dz0 = gz = d_av = d_rm = float("nan")
     lo, hi = float("nan"), float("nan")
     codes = None if cluster_ids is None else cluster_index(cluster_ids, keep.size)[keep]
     n_cl = None if codes is None else int(np.unique(codes).size)
     if n_cl is not None and n_cl < n:      # some cluster holds several pairs: resample whole clusters
         ci_method = "cluster_bca"
-        if n0 and ci_level:
+        if not why and ci_level:
             lo, hi = cluster_bca_ci(d, codes, ci_level, n_boot, seed)
-    elif n0 and ci_level:
+    elif not why and ci_level:
         lo, hi = nct_ci(t, n, ci_level) if ci_method == "nct" or not np.isfinite(t) else \
             bca_ci(d, ci_level, n_boot, seed)
     return EffectSizes(d_z=dz, d_z0=dz0, g_z=gz, d_av=d_av, d_rm=d_rm, r=r, t=t, mean=mean, sd=sd, n=n,
                        n_nonzero=n0, n_dropped=n_dropped, ci_low=lo, ci_high=hi, ci_level=ci_level,
-                       ci_method=ci_method, n_clusters=n_cl)
+                       ci_method=ci_method, n_clusters=n_cl, undefined=why)
 
 # %% ../nbs/02_stats.ipynb #f447f734
 _GL128 = []

@@ -23,9 +23,9 @@ from .cache import insert_all_or_none
 from .resources import cache_dir
 
 # %% auto #0
-__all__ = ['PACK_KEY', 'store_enabled', 'store_root', 'atomic_bytes', 'digest', 'file_digest', 'budget_batches', 'EmbeddingStore',
-           'Embeddings', 'embeddings', 'release_embedders', 'embedding_stats', 'ConditionStore', 'store_info', 'prune',
-           'write_pack', 'is_pack', 'read_pack']
+__all__ = ['PACK_KEY', 'PACK_SIDES', 'store_enabled', 'store_root', 'atomic_bytes', 'digest', 'file_digest', 'budget_batches',
+           'EmbeddingStore', 'Embeddings', 'embeddings', 'release_embedders', 'embedding_stats', 'ConditionStore',
+           'store_info', 'prune', 'write_pack', 'is_pack', 'read_pack']
 
 # %% ../nbs/00e_store.ipynb #95c136a4
 def store_enabled() -> bool:
@@ -393,37 +393,107 @@ def write_pack(path: str | os.PathLike, original: pd.DataFrame, conditions: Mapp
 
 
 def is_pack(path: str | os.PathLike) -> bool:
-    "Whether `path` is a Parquet rewrite pack written by `write_pack`."
+    "Whether `path` is a Parquet rewrite pack written by `write_pack`, whatever its name ends in."
     path = Path(path)
-    if path.suffix != ".parquet" or not path.is_file():
-        return False
     try:
+        with open(path, "rb") as fh:
+            if fh.read(4) != b"PAR1":
+                return False
         import pyarrow.parquet as pq
         return PACK_KEY in (pq.read_schema(path).metadata or {})
     except Exception:
         return False
 
 
+PACK_SIDES = ("prompt", "response")
+
+
+def _pack_problem(path, problem: str, row: int | None = None, field: str | None = None) -> Exception:
+    "The one-line error for a malformed pack: the file, the pack row and field where there is one, the problem."
+    from reward_auditor.safety import InputFileError
+    where = "".join([f", row {row}" if row is not None else "", f", field '{field}'" if field else ""])
+    return InputFileError(f"rewrite pack {path}{where}: {problem}")
+
+
+def _check_pack_part(path, name: str, part: pd.DataFrame, rows: np.ndarray, ids: list | None) -> None:
+    "One condition's rows of a pack: unique ids, the first condition's items in its order, texts, True/False changed."
+    dup = part["id"].astype(str).duplicated()
+    if dup.any():
+        k = int(np.flatnonzero(dup.to_numpy())[0])
+        raise _pack_problem(path, f"condition {name!r} repeats id {part['id'].iloc[k]!r}; each item appears once "
+                            "per condition", rows[k], "id")
+    if ids is not None and part["id"].astype(str).tolist() != ids:
+        k = next(i for i, (a, b) in enumerate(zip(part["id"].astype(str), ids)) if a != b)
+        raise _pack_problem(path, f"condition {name!r} holds other items than the first condition, or in another "
+                            "order", rows[k], "id")
+    for f in ("prompt", "chosen", "rejected", *(f"original_{t}" for t in ("prompt", "chosen", "rejected"))):
+        if f in part.columns:
+            bad = [i for i, v in enumerate(part[f].tolist()) if not isinstance(v, str)]
+            if bad:
+                v = part[f].iloc[bad[0]]
+                what = ("no text (null)" if v is None or (isinstance(v, float) and v != v)
+                        else f"{type(v).__name__} {str(v)[:20]!r}, not text")
+                raise _pack_problem(path, f"condition {name!r} has {what}", rows[bad[0]], f)
+    if "changed" in part.columns:
+        bad = [i for i, v in enumerate(part["changed"].tolist()) if not isinstance(v, (bool, np.bool_))]
+        if bad:
+            raise _pack_problem(path, f"condition {name!r} has changed = {part['changed'].iloc[bad[0]]!r}; it is "
+                                "true or false", rows[bad[0]], "changed")
+
+
 def read_pack(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict]]:
-    "(original frame, {name: {'side', 'group', 'record', 'frame'}}) from a pack."
-    import pyarrow.parquet as pq
-    table = pq.read_table(path)
-    meta = json.loads(table.schema.metadata[PACK_KEY])
+    "(original frame, {name: {'side', 'group', 'record', 'frame'}}) from a pack; a malformed pack: one line naming it."
+    from reward_auditor.guards import InputTooLarge, read_parquet_capped
+    try:
+        table = read_parquet_capped(path)  # bounded like any data file: a small file must not expand to gigabytes
+    except InputTooLarge as e:
+        raise _pack_problem(path, str(e)) from None
+    try:
+        meta = json.loads(table.schema.metadata[PACK_KEY])
+        conditions, n_items, columns = meta["conditions"], int(meta["n_items"]), list(meta["columns"])
+        assert isinstance(conditions, dict) and conditions and all(isinstance(c, str) for c in columns)
+    except Exception:
+        raise _pack_problem(path, "its header (schema metadata) is not that of a pack written by `perturb`") from None
     frame = table.to_pandas()
-    conds = {}
-    for name, m in meta["conditions"].items():
-        part = frame.loc[frame["perturbation"] == name].reset_index(drop=True)
-        if len(part) != meta["n_items"]:
-            raise ValueError(f"{path}: condition {name} has {len(part)} rows, the pack says {meta['n_items']} items")
-        conds[name] = {"side": m["side"], "group": m["group"], "record": m["record"], "frame": part[m["columns"]]}
-    first = frame.loc[frame["perturbation"] == next(iter(meta["conditions"]))].reset_index(drop=True)
-    original = first[meta["columns"]].copy()
+    need = ["perturbation", *columns]
+    missing = [c for c in need if c not in frame.columns]
+    if missing:
+        raise _pack_problem(path, f"has no column {missing[0]!r}")
+    conds, ids = {}, None
+    for name, m in conditions.items():
+        if name == "orig":  # the audit's own name for the original pairs
+            raise _pack_problem(path, "a condition is named 'orig', the name of the original pairs; rename it",
+                                field="perturbation")
+        if not isinstance(m, dict) or m.get("side") not in PACK_SIDES or not isinstance(m.get("group"), str):
+            side = m.get("side") if isinstance(m, dict) else None
+            raise _pack_problem(path, f"condition {name!r} has side {side!r} and group "
+                                f"{m.get('group') if isinstance(m, dict) else None!r}; the side is 'prompt' or "
+                                "'response' and the group a name")
+        cols = m.get("columns") or []
+        lacking = [c for c in ("id", "changed", *cols) if c not in frame.columns]
+        if lacking:
+            raise _pack_problem(path, f"condition {name!r} needs column {lacking[0]!r}, which the pack lacks")
+        sel = (frame["perturbation"] == name).to_numpy()
+        part, rows = frame.loc[sel].reset_index(drop=True), np.flatnonzero(sel) + 1
+        if len(part) != n_items:
+            raise _pack_problem(path, f"condition {name!r} has {len(part)} rows, the pack says {n_items} items")
+        _check_pack_part(path, name, part, rows, ids)
+        ids = part["id"].astype(str).tolist() if ids is None else ids
+        conds[name] = {"side": m["side"], "group": m["group"], "record": m.get("record"), "frame": part[cols]}
+    stray = sorted(set(frame["perturbation"].astype(str)) - set(conditions))
+    if stray:
+        raise _pack_problem(path, f"has rows of condition {stray[0]!r}, which its header does not list",
+                            int(np.flatnonzero((frame["perturbation"].astype(str) == stray[0]).to_numpy())[0]) + 1,
+                            "perturbation")
+    first = frame.loc[frame["perturbation"] == next(iter(conditions))].reset_index(drop=True)
+    original = first[columns].copy()
     for f in _TEXT_FIELDS:
         if f in original.columns:
             if f"original_{f}" not in first.columns:  # a pack from before the step lists were kept
-                raise ValueError(f"{path}: the pack does not keep the original {f} (column original_{f}); make the "
-                                 "pack again with this version (reward-auditor perturb --out)")
+                raise _pack_problem(path, f"the pack does not keep the original {f} (column original_{f}); make "
+                                    "the pack again with this version (reward-auditor perturb --out)")
             original[f] = ([[str(x) for x in v] for v in first[f"original_{f}"]] if f.endswith("_steps")
                            else first[f"original_{f}"])
     original.attrs.update(meta.get("attrs") or {})
     return original, conds
+

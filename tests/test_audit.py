@@ -75,7 +75,9 @@ def test_family_matches_independent_tests(controls):
         assert rows.loc[name, "p"] == pytest.approx(single.pvalue, abs=1e-12)
         m0 = stats.confidence(f["margin_before"].to_numpy(), "prob")
         m1 = stats.confidence(f["margin_after"].to_numpy(), "prob")
-        if np.std(m0 - m1) > 0:
+        if np.count_nonzero(m0 - m1) == 1:   # one changed pair: d_z = ±1/√N whatever the change, so undefined
+            assert np.isnan(rows.loc[name, "d_z"]) and "one changed pair" in rows.loc[name, "effect_undefined"]
+        elif np.std(m0 - m1) > 0:
             tt = sst.ttest_rel(m0, m1)
             assert rows.loc[name, "t"] == pytest.approx(tt.statistic, rel=1e-9)
             assert rows.loc[name, "d_z"] == pytest.approx(tt.statistic / np.sqrt(len(d)), rel=1e-9)

@@ -212,3 +212,29 @@ def test_family_numbers_equal_the_per_condition_functions_bit_for_bit():
         rel = res.reliability[res.reliability["condition"] == name].drop(columns=["model", "subset", "condition"])
         pd.testing.assert_frame_equal(rel.reset_index(drop=True), ca.reliability_bins(mk), check_exact=True)
     assert (t["n"] == ok.sum()).all() and (t["n_dropped"] == (~ok).sum()).all() and (t["n_clusters"] == 19).all()  # g0 gone
+
+
+def test_a_margin_that_overflows_is_refused_naming_its_row(tmp_path, capsys):
+    # 59 ordinary pairs and one whose finite scores differ by more than the largest float: it was dropped unsaid
+    rows = [{"scores_chosen": float(i % 7), "scores_rejected": float(i % 5)} for i in range(59)]
+    f = _score_file(tmp_path / "big.jsonl", rows + [{"scores_chosen": 1e308, "scores_rejected": -1e308}])
+    with pytest.raises(ca.CalibrationError, match="row 60: the margin .* overflows"):
+        ca.calibration(str(f), n_boot=10)
+    from reward_auditor.cli import main
+    assert main(["calibration", str(f), "--n-boot", "10"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "big.jsonl" in err and "row 60" in err
+
+
+def test_a_run_folders_settings_are_checked_unless_given(tmp_path):
+    import reward_auditor as ra
+    ra.audit("sample", ["length"], ["EF"], seed=0, permutations=200, progress=False, out=tmp_path / "a")
+    m = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    m["settings"].update(permutations=1e9, seed="abc")
+    (tmp_path / "a" / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ca.CalibrationError, match=r"manifest.json: field settings\.(seed|permutations)"):
+        ca.calibration(tmp_path / "a", n_boot=10)
+    with pytest.raises(ca.CalibrationError, match=r"settings\.permutations must be a whole number"):
+        ca.calibration(tmp_path / "a", n_boot=10, seed=0)
+    res = ca.calibration(tmp_path / "a", n_boot=10, seed=3, permutations=50)   # given: the recorded ones are unused
+    assert res.settings["permutations"] == 50 and res.settings["seed"] == 3

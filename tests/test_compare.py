@@ -267,3 +267,149 @@ def test_a_clustered_run_is_compared_and_calibrated_by_its_clusters_from_its_fol
     assert cal.settings["n_clusters"] == 20 and cal_pairs.settings["n_clusters"] == 80
     pd.testing.assert_frame_equal(cal.table, cal_given.table, check_dtype=False)
     assert not np.allclose(cal.table["ece_high"], cal_pairs.table["ece_high"], equal_nan=True)
+
+
+def _newcombe10(a, b, c, d, z=1.959963984540054):
+    "Newcombe (1998) method 10 for paired proportions, written from the paper's description, one table at a time."
+    n = a + b + c + d
+
+    def wilson(x):
+        p = x / n
+        root = math.sqrt(z * z + 4 * n * p * (1 - p))
+        return (2 * n * p + z * z - z * root) / (2 * (n + z * z)), (2 * n * p + z * z + z * root) / (2 * (n + z * z))
+
+    p1, p2 = (a + b) / n, (a + c) / n
+    (l1, u1), (l2, u2) = wilson(a + b), wilson(a + c)
+    e, f, g, h = a + b, c + d, a + c, b + d
+    if 0 in (e, f, g, h):
+        psi = 0.0
+    else:
+        A = a * d - b * c
+        C = A - n / 2 if A > n / 2 else (0.0 if A >= 0 else A)
+        psi = C / math.sqrt(e * f * g * h)
+    dl, du = p1 - l1, u2 - p2
+    el, eu = u1 - p1, p2 - l2
+    delta = math.sqrt(max(dl * dl - 2 * psi * dl * du + du * du, 0.0))
+    eps = math.sqrt(max(el * el - 2 * psi * el * eu + eu * eu, 0.0))
+    return max(p1 - p2 - delta, -1.0), min(p1 - p2 + eps, 1.0)
+
+
+@pytest.mark.parametrize("table, want", [((1, 0, 0, 1), (-0.573, 0.573)), ((59, 6, 16, 80), (-0.1186, -0.0046)),
+                                         ((50, 12, 4, 34), (0.0009, 0.1570))])
+def test_newcombe_is_the_published_method_10(table, want):
+    # the published values (Newcombe's book code, biostatUZH): the plain phi gave (0, 0), (-0.1174, -0.0059) and
+    # (0.0034, 0.1546) on these tables
+    lo, hi = C.newcombe_ci(*table)
+    assert math.isclose(float(lo), want[0], abs_tol=5e-4) and math.isclose(float(hi), want[1], abs_tol=5e-4)
+    assert (float(lo), float(hi)) == pytest.approx(_newcombe10(*table), abs=1e-12)
+
+
+def test_newcombe_matches_an_independent_transcription_on_many_tables():
+    g = np.random.default_rng(11)
+    tabs = np.vstack([g.multinomial(int(n), g.dirichlet(np.ones(4)), size=1) for n in g.integers(1, 200, 300)]
+                     + [np.array(t) for t in [(0, 0, 0, 5), (5, 0, 0, 0), (0, 3, 0, 0), (2, 0, 3, 0), (0, 1, 1, 0)]])
+    lo, hi = C.newcombe_ci(*tabs.T)
+    want = np.array([_newcombe10(*map(int, t)) for t in tabs])
+    np.testing.assert_allclose(np.c_[lo, hi], want, atol=1e-12)
+
+
+def test_newcombe_exact_coverage_is_near_nominal():
+    from reward_auditor.paired import exact_coverage
+    cov = [exact_coverage(n, p) for n, p in [(30, (0.45, 0.2, 0.05, 0.3)), (40, (0.25, 0.25, 0.25, 0.25))]]
+    assert all(0.94 <= c <= 0.97 for c in cov), cov
+
+
+@pytest.mark.parametrize("b, c, want", [(3, 3, 0.84375), (1, 1, 0.75)])
+def test_mcnemar_mid_p_at_equal_counts(b, c, want):
+    assert C.mcnemar(b, c, mid_p=True) == pytest.approx(want, abs=1e-12)
+
+
+def test_mcnemar_mid_p_is_the_enumerated_mid_p():
+    for n in range(1, 25):
+        pmf = sps.binom.pmf(np.arange(n + 1), n, 0.5)
+        for b in range(n + 1):
+            less = pmf < pmf[b] * (1 - 1e-9)
+            same = np.abs(pmf - pmf[b]) <= pmf[b] * 1e-9
+            assert C.mcnemar(b, n - b, mid_p=True) == pytest.approx(pmf[less].sum() + 0.5 * pmf[same].sum(), abs=1e-12)
+
+
+def _edited_run(src, dst, **settings):
+    "A copy of a saved run folder whose manifest records other settings (the frames are untouched)."
+    import shutil
+    shutil.copytree(src, dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    m["settings"].update(settings)
+    (dst / "manifest.json").write_text(json.dumps(m))
+    return dst
+
+
+@pytest.mark.parametrize("field, value", [("permutations", 1e9), ("seed", "abc"), ("alpha", 3), ("scale", "log")])
+def test_cli_compare_and_calibration_refuse_a_run_folders_bad_settings(runs, tmp_path, capsys, field, value):
+    run = _edited_run(runs / "both", tmp_path / "run", **{field: value})
+    for argv in (["compare", str(run), "--out", str(tmp_path / "cmp")], ["calibration", str(run), "--n-boot", "10"]):
+        if argv[0] == "calibration" and field in ("alpha", "scale"):
+            continue                          # calibration reads the run's permutations and seed only
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2, (argv[0], err)
+        assert err.count("\n") == 1 and f"settings.{field}" in err and "manifest.json" in err, err
+
+
+def test_report_refuses_a_run_folders_bad_settings_before_rendering(runs, tmp_path, capsys):
+    run = _edited_run(runs / "both", tmp_path / "run", seed="abc")
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "settings.seed" in err and not (tmp_path / "rep" / "report.html").exists()
+
+
+def test_cli_compare_refuses_runs_whose_subsets_differ(runs, tmp_path, capsys):
+    # the same items and texts, audited once per subset and once split by turns: every test would have n = 0
+    assert main(["audit", "--data", "sample", "--scorer", "overlap", "--perturbations", "EF,LE", "--permutations",
+                 "300", "--by", "turns", "--out", str(tmp_path / "turns"), "--no-report", "-q"]) == 0
+    capsys.readouterr()
+    code = main(["compare", str(runs / "both"), str(tmp_path / "turns"), "--out", str(tmp_path / "cmp")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "subset" in err and "--by turns" in err, err
+    assert not (tmp_path / "cmp" / "comparison.json").exists()
+
+
+def test_a_comparison_with_no_tested_item_is_refused_and_an_empty_subset_left_out():
+    run = C.simulate_run(("A", "B"), n=40, perturbations=("EF",), subsets=("chat", "math"), seed=2, B=200)
+    gone = (run.items["model"] == "B") & (run.items["subset"] == "math")
+    partial = C.SimulatedRun(run.items[~gone].reset_index(drop=True), run.table, run.manifest, run.texts)
+    cmp = C.compare(partial)
+    assert set(cmp.robustness["subset"]) == set(cmp.accuracy["subset"]) == {"chat"} and (cmp.accuracy["n"] > 0).all()
+    assert any("subset math: no item was scored by every compared model" in w for w in cmp.warnings)
+    items = run.items.copy()
+    items.loc[items["model"] == "B", "subset"] = items.loc[items["model"] == "B", "subset"] + " · multi-turn"
+    with pytest.raises(C.CompareError, match="nothing to compare"):
+        C.compare(C.SimulatedRun(items, run.table, run.manifest, run.texts))
+
+
+def test_comparison_carries_truncation_counts_and_warns():
+    run = C.simulate_run(("A", "B"), n=30, perturbations=("EF",), seed=4, B=200)
+    def cells(cut, answer):                # what the audit records: subset (and 'all') -> condition -> counts
+        return {s: {c: {"truncated": cut, "answer_cut": answer, "history_cut": 0, "n": 30} for c in ("orig", "EF")}
+                for s in ("chat", "all")}
+    run.manifest["truncation"] = {"A": {"max_length": 16, "texts_over_limit": 60, "texts": 60, "cells": cells(30, 5)},
+                                  "B": {"max_length": 512, "texts_over_limit": 0, "texts": 60, "cells": cells(0, 0)}}
+    cmp = C.compare(run)
+    assert cmp.settings["truncation"]["A"]["cells"]["chat"]["orig"]["truncated"] == 30
+    warn = [w for w in cmp.warnings if w.startswith("A: ")]
+    assert len(warn) == 1 and "30 of 30 original pairs truncated" in warn[0] and "every original pair was cut" in warn[0]
+    assert not any(w.startswith("B: ") for w in cmp.warnings)
+    assert (cmp.robustness["n_truncated_a"] == 30).all() and (cmp.robustness["n_truncated_b"] == 0).all()
+    acc = cmp.accuracy.set_index("condition")
+    assert acc.loc["orig", "n_truncated_a"] == 30 and acc.loc["orig", "n_truncated_b"] == 0
+    assert json.loads(json.dumps(cmp.to_json(), allow_nan=False))["settings"]["truncation"]["B"]["texts"] == 60
+
+
+def test_names_moved_to_their_own_chapters_keep_their_old_import_paths():
+    for module, names in (("compare", {"mcnemar", "newcombe_ci", "rank_intervals", "compact_letters", "compare"}),
+                          ("calibration", {"CalibrationError", "score_file_pairs", "read_run", "calibration_inputs",
+                                           "SCORE_FIELDS", "calibration"})):
+        ns: dict = {}
+        exec(f"from reward_auditor.{module} import *", ns)
+        assert names <= set(ns), (module, names - set(ns))
+    from reward_auditor import calibration, calibration_inputs, paired
+    assert C.newcombe_ci is paired.newcombe_ci and calibration.CalibrationError is calibration_inputs.CalibrationError

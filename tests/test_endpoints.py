@@ -273,3 +273,30 @@ def test_chat_judge_counts_cover_cached_presentations(tmp_path):
         con.close()
         cj.score_pairs(few, cache=cache, progress=False)
     assert cj.last_counts["computed"] == 3 and {k: cj.last_report[k] for k in want} == want
+
+
+def _files_holding(folder: Path, needle: bytes) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes())
+
+
+def test_a_server_naming_its_model_after_the_key_gets_it_masked_everywhere(rm, tmp_path, monkeypatch, capsys):
+    "The served model id is the server's text: a key in it is masked in every file of the run and every line printed."
+    from reward_auditor.cli import main
+    key = "rk-live-ServedAsModel0123456789"  # not shaped like a token: masked because it is the key
+    monkeypatch.setenv("RA_TEST_KEY", key)
+    out = tmp_path / "run"
+    with FakeVLLM(rm, name=f"org/\x1b]0;owned\x07{key}\x1b[2J") as server:   # escapes too: a terminal's commands
+        args = ["audit", "--data", "sample", "--endpoint", server.url, "--endpoint-tokenizer", rm,
+                "--api-key-env", "RA_TEST_KEY", "--perturbations", "EF", "-B", "50", "--batch-size", "4",
+                "--no-report", "--out", str(out)]
+        assert main(args) == 0
+        assert f"Bearer {key}" in server.auth  # the key did go to the server the user named
+    written = [p.name for p in out.rglob("*") if p.is_file()]
+    assert {"manifest.json", "risk_table.csv"} <= set(written) and any("results" in w for w in written)
+    assert _files_holding(out, key.encode()) == [] and _files_holding(out, b"ServedAsModel") == []
+    printed = capsys.readouterr()
+    assert "ServedAsModel" not in printed.out + printed.err
+    assert "\x1b" not in printed.out + printed.err and "\x07" not in printed.out + printed.err
+    assert "reward-auditor: ]0;owned***[2J: 160/160" in printed.err   # the progress line names it as text
+    names = pd.read_parquet(out / "results.parquet")["model"].unique().tolist()
+    assert names == ["]0;owned***[2J"]

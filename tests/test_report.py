@@ -213,3 +213,20 @@ def test_comparison_charts_each_carry_a_legend():
                                              "rank_low": [1, 1], "rank_high": [2, 2], "group": ["a", "a"]}))
     assert fig.axes[0].get_legend() is not None
     assert np.isfinite(fig.axes[0].get_xlim()).all()
+
+
+def test_compare_report_sums_effect_sizes_over_like_rows_only(run_dir, mixed_dir, tmp_path):
+    # run_dir: overlap, length, noise; mixed_dir: two toy reward models, overlap and noise, on the same data
+    cmp = render(run_dir, compare=[mixed_dir], out=tmp_path / "cmp")
+    page = cmp.html.read_text()
+    assert "Caution" in page and "are left out of the sums" in page
+    assert "hostile: " in page and "mixed: " in page       # each run's rows outside the shared ones are named
+    import pandas as pd
+    from reward_auditor.meta import like_with_like
+    a, b = (pd.read_parquet(d / "results.parquet") for d in (run_dir, mixed_dir))
+    cut, notes = like_with_like({"a": a, "b": b})
+    assert set(cut["a"]["model"]) == set(cut["b"]["model"]) == {"overlap", "noise"}
+    assert len(cut["a"][cut["a"]["perturbation"].isin(["EF", "LE"])]) == len(cut["b"])   # per perturbation: alike
+    assert len(notes) == 2
+    cut, notes = like_with_like({"a": a[a["model"] == "length"], "b": b[b["model"] == "overlap"]})
+    assert all(len(t) == 0 for t in cut.values()) and "share no scorer" in notes[0]

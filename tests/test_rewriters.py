@@ -2,6 +2,7 @@
 OpenAI-compatible server on 127.0.0.1, apertium batching, and the content-hash cache."""
 import http.server
 import json
+import os
 import shutil
 import socketserver
 import threading
@@ -169,3 +170,33 @@ def test_apertium_without_its_mode_tool_is_a_missing_resource(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "apertium-wblank-mode" else real(name, *a, **k))
     with pytest.raises(R.MissingResourceError, match="apertium-wblank-mode"):
         R.ApertiumTranslator("eng-spa", cache=None)
+
+
+def test_two_checkpoints_alike_in_their_first_mib_get_two_identities(tmp_path, monkeypatch):
+    "sft/ and dpo/checkpoint-500: same name, size and first MiB; the rewrites of one are not served for the other."
+    monkeypatch.setenv("REWARD_AUDITOR_CACHE", str(tmp_path / "user-cache"))
+    head = bytes(range(256)) * 4096 + b"\0" * (1 << 20)   # the first 2 MiB, the same in both
+    dirs = []
+    for run, tail in (("sft", b"a"), ("dpo", b"b")):
+        d = tmp_path / run / "checkpoint-500"
+        d.mkdir(parents=True)
+        (d / "config.json").write_text('{"model_type": "llama"}')
+        (d / "model.safetensors").write_bytes(head + tail * 4096)
+        dirs.append(d)
+    sft, dpo = (R.TransformersRewriter(d, cache=tmp_path / "rewrites.sqlite") for d in dirs)
+    assert sft.model_id != dpo.model_id
+    asked = []
+    for rw, who in ((sft, "sft"), (dpo, "dpo")):
+        rw._generate = lambda texts, instruction, who=who: (asked.append(who), [f"{who}: {t}" for t in texts])[1]
+    assert sft.rewrite(["x"], "do") == ["sft: x"]
+    assert dpo.rewrite(["x"], "do") == ["dpo: x"] and asked == ["sft", "dpo"]
+    # the same checkpoint again: its own rewrite from the cache, and its digest from the user cache
+    again = R.TransformersRewriter(dirs[0], cache=tmp_path / "rewrites.sqlite")
+    again._generate = lambda texts, instruction: pytest.fail("a cached rewrite was computed again")
+    assert again.model_id == sft.model_id and again.rewrite(["x"], "do") == ["sft: x"]
+    assert len(list((tmp_path / "user-cache").rglob("*.txt"))) >= 2   # one remembered digest per file
+    # a checkpoint rewritten in place (new bytes, same size) is another model
+    path = dirs[0] / "model.safetensors"
+    path.write_bytes(head + b"c" * 4096)
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))   # even on a coarse clock
+    assert R.TransformersRewriter(dirs[0], cache=None).model_id not in (sft.model_id, dpo.model_id)

@@ -241,3 +241,51 @@ def test_drop_invalid_is_recorded_in_manifest_and_results(tmp_path, capsys):
     assert json.loads((out / "manifest.json").read_text())["data"]["dropped_invalid"] == {str(path): want}
     assert json.loads((out / "results.json").read_text())["data"]["dropped_invalid"] == {str(path): want}
     assert "2 invalid item(s)" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 35, item 18: text from a run folder reaches the terminal printable only
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x9b31m\u202e"
+
+
+def _unprintable(text: str) -> list[str]:
+    return sorted({c for c in text if (ord(c) < 32 and c not in "\n") or 0x7f <= ord(c) <= 0x9f or c == "\u202e"})
+
+
+def test_the_by_turns_refusal_prints_run_json_values_printable_only(tmp_path, capsys):
+    rows = load_sample().to_dict("records")
+    for i, r in enumerate(rows):
+        r["history"] = [{"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hi."}] if i % 2 else []
+    path = tmp_path / "conv.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "run"
+    assert ra_cli.main(["audit", "--data", str(path), "--out", str(out), *AUDIT]) == 0
+    saved = json.loads((out / ra_cli.RUN_FILE).read_text())
+    saved["cache"] = f"/tmp/scores{ESCAPES}.sqlite"
+    saved["data"] = [f"conv{ESCAPES}.jsonl"]
+    (out / ra_cli.RUN_FILE).write_text(json.dumps(saved))
+    code, err = run_main(capsys, "report", out, "--by", "turns")
+    assert code == 2 and "without --by turns" in err, err
+    assert _unprintable(err.rstrip("\n")) == [] and len(err.strip().splitlines()) == 1, repr(err)
+    assert "--cache '/tmp/scores]0;owned[2J31m.sqlite'" in err   # what is left of the value, shown as text
+
+
+def test_a_served_model_id_with_escapes_reaches_the_terminal_as_text():
+    from reward_auditor.cli import error_line
+    from reward_auditor.endpoints import served_identity, served_name
+    name = served_name(f"org/evil{ESCAPES}model")
+    assert name == "evil]0;owned[2J31mmodel"
+    assert _unprintable(json.dumps(served_identity(f"x{ESCAPES}", {"root": ESCAPES}, None, "tok"),
+                                   ensure_ascii=False)) == []
+    assert _unprintable(error_line(ValueError(f"server said {ESCAPES}\nsecond line"))) == []
+
+
+def test_a_url_password_across_the_cut_of_a_resume_refusal_leaves_none_of_its_characters(tmp_path, capsys):
+    "run.json's saved endpoint is quoted when resuming needs it again: masked first, then cut at 300 characters."
+    out = tmp_path / "run"
+    out.mkdir()
+    url = "https://user:" + "p" * 280 + "Pa55wordAcrossTheCut@gpu-node/v1"   # the password crosses character 300
+    (out / ra_cli.RUN_FILE).write_text(json.dumps({"endpoint": url}))
+    code, err = run_main(capsys, "audit", "--out", out, "--resume", "--scorer", "length", "-q")
+    assert code == 2 and "resuming needs" in err and "--endpoint" in err, err
+    assert "Pa55" not in err and "ppppp" not in err, err[-200:]

@@ -324,3 +324,80 @@ def test_two_processes_unpack_the_meaning_model_into_an_empty_cache(tmp_path):
         assert [o[0].strip() for o in outs] == [str(size)] * 2
     left = [p.name for p in (tmp_path / "cache").rglob("*") if p.name.endswith((".tmp", ".part", ".stale"))]
     assert left == []   # no temporary name survives
+
+
+# ------------------------------------------------------------------- issue 35: keys across a cut, deep JSON
+def _key_across(cut: int, key: str) -> bytes:
+    "An error page whose key starts a few characters before the place a quote of `cut` characters ends."
+    return json.dumps({"error": "x" * (cut - 20) + key + " and more"}).encode()
+
+
+@pytest.mark.parametrize("status, cut", [(401, 500), (503, 200)])
+def test_a_key_across_the_cut_of_an_endpoint_error_leaves_none_of_its_characters(monkeypatch, status, cut):
+    from reward_auditor.endpoints import EndpointClient, EndpointError
+    key = "rk-cut-KeyAcrossTheCut0123456789"   # not shaped like a token: masked only because it is the key
+    monkeypatch.setenv("RA_TEST_KEY", key)
+    with serve({"/v1/models": lambda h, b: (status, {}, _key_across(cut, key))}) as (url, _):
+        with pytest.raises(EndpointError) as info:
+            EndpointClient(url, api_key_env="RA_TEST_KEY", retries=0).models()
+    assert "KeyAcross" not in str(info.value) and key[:8] not in str(info.value), str(info.value)[-80:]
+    assert "***" in str(info.value) and f"HTTP {status}" in str(info.value)
+
+
+@pytest.mark.parametrize("status, cut", [(400, 300), (200, 200)])
+def test_a_key_across_the_cut_of_a_rewriter_error_leaves_none_of_its_characters(status, cut):
+    from reward_auditor.rewriters import OpenAIRewriter, RewriterError
+    key = "rk-cut-RewriterKeyAcross0123456789"
+    with serve({"/v1/chat/completions": lambda h, b: (status, {}, _key_across(cut, key))}) as (url, _):
+        rw = OpenAIRewriter(base_url=url + "/v1", model="m", api_key=key, retries=0, cache=None)
+        with pytest.raises(RewriterError) as info:
+            rw.rewrite(["text"], "rewrite")
+    assert "RewriterKey" not in str(info.value) and key[:8] not in str(info.value), str(info.value)[-80:]
+
+
+def test_a_key_cut_by_the_error_page_cap_is_masked_from_its_start(monkeypatch):
+    "The error page itself is read up to 4 KiB: a key that crosses that cap arrives cut, and its start is masked."
+    from reward_auditor.endpoints import EndpointClient, EndpointError
+    from reward_auditor.guards import ERROR_BODY_BYTES
+    key = "rk-cap-KeyAcrossTheCap0123456789"
+    monkeypatch.setenv("RA_TEST_KEY", key)
+    page = b" " * (ERROR_BODY_BYTES - 12) + key.encode()   # whitespace folds away: the key's start is in the quote
+    with serve({"/v1/models": lambda h, b: (401, {}, page)}) as (url, _):
+        with pytest.raises(EndpointError) as info:
+            EndpointClient(url, api_key_env="RA_TEST_KEY", retries=0).models()
+    assert key[:8] not in str(info.value) and str(info.value).endswith("***"), str(info.value)[-80:]
+
+
+DEEP = b"[" * 200_000 + b"]" * 200_000
+
+
+def test_deeply_nested_json_from_an_endpoint_is_exit_2_naming_the_server(capsys):
+    from reward_auditor.cli import main
+    with serve({"/v1/models": lambda h, b: (200, {"Content-Type": "application/json"}, DEEP)}) as (url, _):
+        code = main(["audit", "--data", "sample", "--endpoint", url, "--perturbations", "EF", "-q", "--no-report",
+                     "--out", os.devnull + "-unused"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{url}/v1/models" in err and "nested too deeply" in err and "--endpoint" in err
+    assert "Traceback" not in err and "internal error" not in err
+
+
+def test_deeply_nested_json_from_a_rewriter_is_a_rewriter_error_naming_the_server():
+    from reward_auditor.rewriters import OpenAIRewriter, RewriterError
+    with serve({"/v1/chat/completions": lambda h, b: (200, {}, DEEP)}) as (url, _):
+        rw = OpenAIRewriter(base_url=url + "/v1", model="m", retries=0, cache=None)
+        with pytest.raises(RewriterError, match="nested too deeply") as info:
+            rw.rewrite(["text"], "rewrite")
+    assert f"{url}/v1/chat/completions" in str(info.value)
+
+
+@pytest.mark.parametrize("answer", [b'{"data": ' + b"[" * 980 + b"]" * 980 + b"}",   # parses, too deep to quote
+                                    b'{"data": "one model"}', b'{"data": [1, 2]}', b'{"data": 7}'])
+def test_a_malformed_model_list_is_exit_2_naming_the_server(answer, capsys):
+    from reward_auditor.cli import main
+    with serve({"/v1/models": lambda h, b: (200, {"Content-Type": "application/json"}, answer)}) as (url, _):
+        code = main(["audit", "--data", "sample", "--endpoint", url, "--perturbations", "EF", "-q", "--no-report",
+                     "--out", os.devnull + "-unused"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{url}/v1/models" in err and "--endpoint" in err, err
+    assert "internal error" not in err
