@@ -64,7 +64,9 @@ def risk_matrix(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: st
         sorted(((groups.get(n, "other"), n) for n in names),
                key=lambda gn: (GROUP_ORDER.index(gn[0]) if gn[0] in GROUP_ORDER else 9, names.index(gn[1]))),
         names=["group", "perturbation"])
-    piv = table.pivot_table(index=list(rows), columns="perturbation", values=value, aggfunc="first", sort=False)
+    # dropna=False: a row whose every cell is undefined (NaN) stays a row; the next line keeps the table's rows only
+    piv = table.pivot_table(index=list(rows), columns="perturbation", values=value, aggfunc="first", sort=False,
+                            dropna=False)
     piv = piv.loc[[k for k in _row_order(table, rows) if k in piv.index]]  # the table's order, never pandas' own
     piv = piv.reindex(columns=[c[1] for c in cols])
     piv.columns = cols

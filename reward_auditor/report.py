@@ -317,10 +317,12 @@ def risk_display(table: pd.DataFrame) -> pd.DataFrame:
     mark = pd.Series("", index=t.index)
     if "n_truncated" in t:
         mark = mark.where(~(t["n_truncated"].fillna(0) > 0), "†")
-    if "detectable" in t and "n_nonzero" in t:  # the run's procedure at every test's smallest attainable p (`p_min`)
-        mark = mark + np.where(too_few_to_test(t), "°", "")
-    if "underpowered" in t:  # no verdict, and its minimum detectable effect is above the margin (the audit decides)
-        mark = mark + np.where(t["underpowered"].fillna(False).astype(bool), "u", "")
+    # the run's procedure at every test's smallest attainable p (`p_min`)
+    untestable = (np.asarray(too_few_to_test(t), bool) if "detectable" in t and "n_nonzero" in t
+                  else np.zeros(len(t), bool))
+    mark = mark + np.where(untestable, "°", "")
+    if "underpowered" in t:  # no verdict, MDE above the margin (the audit decides); ° already says more
+        mark = mark + np.where(t["underpowered"].fillna(False).to_numpy(bool) & ~untestable, "u", "")
     base = t["stars"].where(t["stars"] != "ns", "")
     t["stars"] = (base.astype(str) + mark).replace("", "ns")
     low = below_chance_rows(t)
