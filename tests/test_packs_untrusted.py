@@ -153,6 +153,26 @@ def test_a_parquet_file_that_expands_past_the_cap_is_refused(capsys, tmp_path, m
     assert rc == 0, out.err                             # under the cap it reads as before
 
 
+def test_a_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path):
+    "958 bytes on disk, one 900 KiB text in 1024 rows, cap 1 MiB: refused with Arrow's peak under 8 MiB, not 1.1 GiB."
+    import subprocess
+    import sys
+    f = tmp_path / "bomb.parquet"
+    pq.write_table(pa.table({"prompt": ["y" * (900 << 10)] * 1024}), f, compression="zstd")
+    assert f.stat().st_size < 10_000
+    code = ("import resource, sys, pyarrow as pa\n"
+            "from reward_auditor.guards import InputTooLarge, read_parquet_capped\n"
+            "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "try:\n    read_parquet_capped(sys.argv[1], cap=1 << 20); print('read')\n"
+            "except InputTooLarge as e:\n    print('refused:', e)\n"
+            "print(pa.default_memory_pool().max_memory(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    assert out.returncode == 0 and lines[0].startswith("refused:") and "more than 1 MiB" in lines[0], out
+    peak, rss_kib = map(int, lines[-1].split())
+    assert peak < 8 << 20 and rss_kib < 64 << 10, (peak, rss_kib)   # a small multiple of the 1 MiB cap
+
+
 def test_a_pack_that_expands_past_the_cap_is_refused(capsys, packs, tmp_path, monkeypatch):
     big = _tamper(packs / "a.parquet", tmp_path / "big.parquet",
                   lambda f: f.assign(original_chosen=[c + " pad" * 30_000 for c in f["original_chosen"]]))
