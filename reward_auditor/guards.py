@@ -29,7 +29,8 @@ from typing import Any, Iterable
 __all__ = ['MASK', 'SECRET_ENV', 'MAX_RESPONSE_BYTES', 'ERROR_BODY_BYTES', 'MAX_INPUT_MB_ENV', 'MAX_INPUT_MB', 'register_secret',
            'mask_secrets', 'mask_deep', 'shown', 'DeadlineExceeded', 'ResponseTooLarge', 'RedirectRefused',
            'PlainHttpKeyWarning', 'origin', 'is_loopback', 'warn_plain_http_key', 'http_exchange', 'InputTooLarge',
-           'max_input_bytes', 'read_gzip_capped', 'read_parquet_capped', 'cache_lock', 'unpack_zip_once']
+           'max_input_bytes', 'read_gzip_capped', 'read_parquet_capped', 'read_parquet_frame', 'cache_lock',
+           'unpack_zip_once']
 
 # %% ../nbs/00a_guards.ipynb #2bf88a6b
 MASK = "***"
@@ -350,6 +351,16 @@ def read_parquet_capped(source: Any, cap: int | None = None):
             raise InputTooLarge(f"its rows expand to more than {cap >> 20} MiB when decoded ({more})")
         parts.append(group.cast(schema) if text else group)
     return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def read_parquet_frame(path: str | os.PathLike, what: str = "file"):
+    "The Parquet file `path` someone gave us, as a pandas frame capped like `read_parquet_capped`; too large: one line."
+    from reward_auditor.safety import InputFileError
+    try:
+        table = read_parquet_capped(path)
+    except InputTooLarge as e:
+        raise InputFileError(f"{what} {path} cannot be read: {e}") from None
+    return table.to_pandas()
 
 # %% ../nbs/00a_guards.ipynb #f52ec14e
 @contextlib.contextmanager

@@ -173,6 +173,25 @@ def test_a_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path):
     assert peak < 8 << 20 and rss_kib < 64 << 10, (peak, rss_kib)   # a small multiple of the 1 MiB cap
 
 
+@pytest.mark.parametrize("command", ["scorer", "heterogeneity", "meta", "calibration"])
+def test_every_parquet_file_a_user_names_is_capped(capsys, tmp_path, monkeypatch, command):
+    "A score file, results file or audit table of 2 MiB of rows (a few KB on disk), cap 1 MiB: exit 2 naming it."
+    f = tmp_path / "scores.parquet"
+    n = 512
+    pq.write_table(pa.table({"id": [str(i) for i in range(n)], "prompt": ["p" * 4096] * n,
+                             "chosen": ["c" * 4096] * n, "rejected": ["r"] * n, "score_chosen": [1.0] * n,
+                             "score_rejected": [0.0] * n, "results": [1] * n, "subset": ["chat"] * n}), f)
+    assert f.stat().st_size < 100_000
+    data = _data(tmp_path / "d.jsonl", range(10))
+    argv = {"scorer": ("audit", "--data", data, "--scorer", f, "--out", tmp_path / "run", "--no-report", "-q"),
+            "heterogeneity": ("heterogeneity", f, "-q"), "meta": ("meta", f, "-q"),
+            "calibration": ("calibration", f, "--out", tmp_path / "cal", "--no-report", "-q")}[command]
+    monkeypatch.setenv("REWARD_AUDITOR_MAX_INPUT_MB", "1")
+    rc, out = _run(capsys, *argv)
+    line = _one_line(out.err)
+    assert rc == 2 and str(f) in line and "more than 1 MiB" in line, out.err
+
+
 def test_a_pack_that_expands_past_the_cap_is_refused(capsys, packs, tmp_path, monkeypatch):
     big = _tamper(packs / "a.parquet", tmp_path / "big.parquet",
                   lambda f: f.assign(original_chosen=[c + " pad" * 30_000 for c in f["original_chosen"]]))
