@@ -38,14 +38,14 @@ from . import store as ra_store
 # %% auto #0
 __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS', 'SCORE_COLUMNS', 'STEP_SCORE_COLUMNS',
            'EFFECT_FIELDS', 'SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'DATA_STAMP', 'REPORT_NAME',
-           'BELOW_CHANCE_NOTE', 'AuditError', 'AuditSettings', 'perturbation_names', 'data_fingerprint', 'store_key',
-           'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers', 'scorers_device',
-           'score_conditions', 'item_clusters', 'item_cluster_codes', 'family_seed', 'differences', 'family_table',
-           'decide', 'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult',
-           'package_versions', 'error_control', 'too_few_to_test', 'detectability_warnings', 'change_stats',
-           'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices', 'rewardbench2_headline',
-           'locked_folder', 'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance', 'findings',
-           'findings_html']
+           'BELOW_CHANCE_NOTE', 'FINDINGS_CAPTION', 'AuditError', 'AuditSettings', 'perturbation_names',
+           'data_fingerprint', 'store_key', 'make_conditions', 'pack_conditions', 'file_conditions', 'resolve_scorers',
+           'scorers_device', 'score_conditions', 'item_clusters', 'item_cluster_codes', 'family_seed', 'differences',
+           'family_table', 'decide', 'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult',
+           'package_versions', 'error_control', 'too_few_to_test', 'rejection_bar', 'detectability_warnings',
+           'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices',
+           'rewardbench2_headline', 'locked_folder', 'recorded_reports', 'record_reports', 'audit', 'check_writable',
+           'below_chance', 'chance_counts', 'below_chance_rows', 'findings', 'findings_html']
 
 # %% ../nbs/08b_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -655,6 +655,7 @@ def family_table(items: pd.DataFrame, *, groups: Mapping[str, str], settings: Au
             n_clusters=int(ok.sum()) if cl is None else len(set(cl[ok])), n_changed=int(ch[ok, k].sum()),
             n_dropped=int((~ok).sum()),
             accuracy_before=float(np.mean(mb[ok, k] > 0)) if ok.any() else np.nan,
+            n_tied_before=int(np.sum(mb[ok, k] == 0)),   # equal scores: counted wrong in accuracy_before
             accuracy_after=float(np.mean(ma[ok, k] > 0)) if ok.any() else np.nan,
             mean_margin_before=float(np.mean(mb[ok, k])) if ok.any() else np.nan,
             mean_margin_after=float(np.mean(ma[ok, k])) if ok.any() else np.nan,
@@ -795,7 +796,7 @@ def write_summaries(result, path: str | Path) -> None:
 # %% ../nbs/08b_audit.ipynb #b94a5590
 TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_clusters", "n_changed", "n_dropped",
                  "change_rate", "median_edit_size", "n_truncated", "n_answer_cut",
-                 "accuracy_before", "accuracy_after", "accuracy_change", "mean_margin_before",
+                 "accuracy_before", "n_tied_before", "accuracy_after", "accuracy_change", "mean_margin_before",
                  "mean_margin_after", "mean_delta", "effect_size", "d_z", "d_z0", "g_z", "d_av", "d_rm", "t",
                  "ci_low", "ci_high", "effect_undefined",
                  "n_nonzero", "p_min", "detectable", "icc", "mde", "underpowered",
@@ -1000,20 +1001,46 @@ def too_few_to_test(table: pd.DataFrame) -> pd.Series:
     return ~table["detectable"].fillna(True).astype(bool) & (table["n_nonzero"].fillna(0) > 0)
 
 
+def rejection_bar(p, i: int, groups, settings: AuditSettings) -> float:
+    "The largest p-value test `i` could have and still be flagged, the other tests kept at `p` (the run's procedure)."
+    p = np.array(p, np.float64)
+    if not np.isfinite(p[i]):
+        return float("nan")
+
+    def flagged(x: float) -> bool:
+        p[i] = x
+        return bool(_adjust_family(p, p if settings.two_sided else None, groups, settings)[0].rejected[i])
+
+    if not flagged(0.0):
+        return 0.0
+    if flagged(1.0):
+        return 1.0
+    lo, hi = 0.0, 1.0   # flagged at lo, not at hi: halve the gap to double precision
+    for _ in range(64):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if flagged(mid) else (lo, mid)
+    return lo
+
+
 def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list[str]:
-    "One line per family with perturbations that cannot reach significance (too few changed items)."
+    "One line per family with perturbations that cannot reach significance (too few changed items), each with its bar."
     out = []
-    lvl = settings.alpha / 2 if settings.two_sided else settings.alpha
     for (model, subset), g in table.groupby(["model", "subset"], sort=False):
         undetectable = ~g["detectable"].astype(bool)
         bad = g[too_few_to_test(g)]
         if not len(bad):
             continue
-        what = ", ".join(f"{r.perturbation} (N0 = {int(r.n_nonzero)}, p >= {r.p_min:.2g})" for r in bad.itertuples())
+        # the bar of each test: the procedure at its rank with every test of the family at its smallest p (BH: level·k/m)
+        pm, grp = g["p_min"].to_numpy(float), g["group"].to_numpy()
+        bars = [rejection_bar(pm, k, grp, settings) for k in np.flatnonzero(too_few_to_test(g).to_numpy())]
+        what = ", ".join(f"{r.perturbation} (N0 = {int(r.n_nonzero)}, p >= {r.p_min:.2g}, flagged only at "
+                         f"p <= {b:.3g})" for r, b in zip(bad.itertuples(), bars))
         head = ("too few changed items to detect anything" if undetectable.all() else
                 f"{len(bad)} of {len(g)} perturbations cannot reach significance, too few changed items")
-        out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g} (a p-value <= {lvl:g} "
-                   f"needed at best; N0 = pairs whose score margin changed, p >= the smallest p they allow): {what}")
+        lvl = f"alpha/2 = {settings.alpha / 2:g} per tail" if settings.two_sided else f"alpha = {settings.alpha:g}"
+        out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g} (N0 = pairs whose score margin "
+                   f"changed, p >= the smallest p they allow; the bar is {settings.multiplicity}'s threshold at the "
+                   f"test's rank with every test at its smallest p, for bh {lvl} times rank/tests): {what}")
     return out
 
 # %% ../nbs/08b_audit.ipynb #58885a6d
@@ -1448,6 +1475,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                                  settings.scale)
     items["cluster"] = item_cluster_codes(clusters, items["id"])   # the unit of independence, for compare/calibration
     truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
+    # a scorer with a token limit that reports no counts: whether it cut anything is unknown, and the report says so
+    untold = [sc.name for sc in scorer_objs if sc.name not in truncation and getattr(sc, "max_length", None)]
     style_matrix = {sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
     if store is not None and store is not cache:   # the run's own file, opened here: closed now, its journal folded in
         store.close()
@@ -1524,6 +1553,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
                    for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "truncation": truncation,
+        "truncation_unknown": untold,
         "rmbench_style_matrix": style_matrix,
         **({"rewardbench2": _jsonable(rb2)} if rb2 else {}),
         "cache": str(getattr(store, "path", store)) if store is not None else None,
@@ -1568,37 +1598,58 @@ def check_writable(path: str | Path, option: str = "--out", create: bool = True)
 BELOW_CHANCE_NOTE = "below chance: suitability is not meaningful here"
 
 
-def below_chance(accuracy) -> bool:
-    "True when the accuracy on the original pairs is at or below 0.5 (a coin would do as well)."
-    return bool(pd.notna(accuracy) and float(accuracy) <= 0.5)
+def below_chance(accuracy, n=None, n_tied=0) -> bool:
+    "True when, ties left out, the scorer is right no more often than wrong on the original pairs (`accuracy`: ties wrong)."
+    if not pd.notna(accuracy):
+        return False
+    if n is None or not pd.notna(n) or not n_tied or not pd.notna(n_tied):
+        return float(accuracy) <= 0.5            # no ties: the decided pairs are all the pairs
+    right = int(round(float(accuracy) * int(n)))
+    return 2 * right <= int(n) - int(n_tied)     # right <= wrong on the decided pairs (none decided: at chance)
+
+
+def chance_counts(table: pd.DataFrame) -> pd.DataFrame:
+    "Per row: pairs right, wrong and tied on the originals, the accuracy on the decided ones and the binomial p (right > wrong)."
+    from scipy.stats import binomtest
+    n = table["n"].fillna(0).astype(int)
+    tied = table["n_tied_before"].fillna(0).astype(int) if "n_tied_before" in table else pd.Series(0, table.index)
+    right = (table["accuracy_before"].fillna(0) * n).round().astype(int)
+    wrong = n - right - tied
+    decided = right + wrong
+    p = [float(binomtest(int(r), int(d), 0.5, alternative="greater").pvalue) if d > 0 else float("nan")
+         for r, d in zip(right, decided)]
+    return pd.DataFrame({"right": right, "wrong": wrong, "tied": tied,
+                         "decided_accuracy": (right / decided.where(decided > 0)).astype(float), "p_chance": p},
+                        index=table.index)
+
+
+def below_chance_rows(table: pd.DataFrame) -> pd.Series:
+    "`below_chance` of every row of an audit table (ties left out when the table counts them)."
+    tied = table["n_tied_before"] if "n_tied_before" in table else pd.Series(0, table.index)
+    n = table["n"] if "n" in table else pd.Series(None, table.index, dtype=object)
+    return pd.Series([below_chance(a, m, t) for a, m, t in zip(table["accuracy_before"], n, tied)], table.index,
+                     dtype=bool)
 
 
 def findings(table: pd.DataFrame) -> pd.DataFrame:
-    "Per scorer × subset: significant perturbations (largest effect first), UNSUITABLE count, accuracy."
+    "Per scorer × subset: significant perturbations (largest effect first), UNSUITABLE count, accuracy (ties wrong) and ties."
     def one(g):
         sig = g[g["significant"].astype(bool)].sort_values("effect_size", ascending=False)
+        first = g.iloc[[0]]
         return pd.Series({
             "accuracy": float(g["accuracy_before"].iloc[0]),
+            "ties": int(first["n_tied_before"].iloc[0]) if "n_tied_before" in g else 0,
             "unsuitable": int((g["verdict"] == "UNSUITABLE").sum()),
             "significant": ", ".join(f"{r.perturbation} ({r.effect_size:+.2f}{r.stars})" for r in sig.itertuples())
                            or "none",
-            "caveat": BELOW_CHANCE_NOTE if below_chance(g["accuracy_before"].iloc[0]) else ""})
+            "caveat": BELOW_CHANCE_NOTE if below_chance_rows(first).iloc[0] else ""})
     return table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
 
 
+FINDINGS_CAPTION = "accuracy: original pairs ordered right, a tie (equal scores) counted wrong; ties: such pairs"
+
+
 def findings_html(table: pd.DataFrame) -> str:
-    "The findings frame as an escaped HTML table."
-    return findings(table).style.format(precision=3, escape="html").hide(axis="index").to_html()
-
-
-def _audit_repr_html(self: AuditResult) -> str:
-    "Header, findings and the shaded risk table, for notebooks."
-    import html as _html
-    from reward_auditor import plots as ra_plots
-    head = _html.escape(repr(self).splitlines()[0])
-    table = ra_plots.risk_styler(self.table, rows=("model", "subset")).to_html()
-    return (f"<div><p><b>{head}</b></p><p><b>Findings</b></p>{findings_html(self.table)}"
-            f"<p><b>Risk table</b> (effect size; stars: adjusted p)</p>{table}</div>")
-
-
-AuditResult._repr_html_ = _audit_repr_html
+    "The findings frame as an escaped HTML table, captioned with its accuracy rule."
+    return (findings(table).style.format(precision=3, escape="html").hide(axis="index")
+            .set_caption(FINDINGS_CAPTION).to_html())

@@ -30,10 +30,10 @@ from .tables import write_summaries
 from .stats import cluster_index, cluster_sums, signflip_tests
 
 # %% auto #0
-__all__ = ['N_BINS', 'STRATA', 'STRATA_CUTS', 'TABLE_COLUMNS', 'FRAMES', 'win_probability', 'brier', 'log_loss', 'symmetrize',
-           'confidence_correct', 'bin_index', 'reliability_bins', 'ece', 'resample_weights', 'basic_interval',
-           'ece_interval', 'ece_band', 'TemperatureFit', 'fit_temperature', 'loss_differences', 'loss_change_tests',
-           'correctness', 'spearman_interval', 'effective_n', 'length_baselines', 'length_strata',
+__all__ = ['N_BINS', 'STRATA', 'STRATA_CUTS', 'TABLE_COLUMNS', 'FRAMES', 'ACCURACY_NOTE', 'win_probability', 'brier', 'log_loss',
+           'symmetrize', 'confidence_correct', 'bin_index', 'reliability_bins', 'ece', 'resample_weights',
+           'basic_interval', 'ece_interval', 'ece_band', 'TemperatureFit', 'fit_temperature', 'loss_differences',
+           'loss_change_tests', 'correctness', 'spearman_interval', 'effective_n', 'length_baselines', 'length_strata',
            'length_controlled_accuracy', 'margin_histogram', 'findings', 'CalibrationResult', 'calibration',
            'SCORE_FIELDS', 'CalibrationError', 'score_file_pairs', 'read_run', 'calibration_inputs']
 
@@ -69,7 +69,7 @@ def confidence_correct(margin) -> tuple[np.ndarray, np.ndarray]:
 
 
 def bin_index(conf, n_bins: int = N_BINS, method: str = "uniform") -> np.ndarray:
-    "Bin of each confidence: equal-width bins on [0.5, 1] (last closed) or, `method='adaptive'`, equal-count bins."
+    "Bin of each confidence: equal-width bins [lo, hi) on [0.5, 1], the last closed (numpy.histogram's and netcal's convention; scikit-learn's calibration_curve closes bins on the right), or, `method='adaptive'`, equal-count bins."
     c = np.asarray(conf, np.float64)
     if method == "uniform":
         edges = np.linspace(0.5, 1.0, n_bins + 1)
@@ -247,7 +247,7 @@ def spearman_interval(x, y, level: float = 0.95) -> dict:
 
 
 def effective_n(hit, groups=None) -> float:
-    "n over the design effect (cluster-robust over plug-in variance of the mean) of a clustered proportion, ≤ n."
+    "n over the design effect (CR1 cluster-robust over HC1 variance of the mean) of a clustered proportion, ≤ n."
     hit = np.asarray(hit, np.float64)
     n = hit.size
     if groups is None or n < 2:
@@ -256,8 +256,8 @@ def effective_n(hit, groups=None) -> float:
     if G == n:
         return float(n)
     e = hit - hit.mean()
-    within = float((e ** 2).sum())                                   # n × the plug-in variance of pairs
-    between = float((np.bincount(codes, weights=e, minlength=G) ** 2).sum())  # the same, cluster-robust
+    within = float((e ** 2).sum()) * n / (n - 1)                     # n² × the HC1 variance of the mean
+    between = float((np.bincount(codes, weights=e, minlength=G) ** 2).sum()) * G / (G - 1)  # n² × CR1's
     return float(n) if between <= 0 or within <= 0 else float(min(n, max(n * within / between, 1.0)))
 
 
@@ -329,7 +329,8 @@ def _metrics(m: np.ndarray, W: np.ndarray, codes: np.ndarray, G: int, w_sum: np.
     band = float(np.quantile(np.abs((Y - c) @ H).sum(axis=1) / max(c.size, 1), level))  # = ece_band(m, …)
     T = fit.temperature
     scaled = m / T if 0 < T < math.inf else (np.zeros_like(m) if T == math.inf else None)
-    return {"n": int(m.size), "accuracy": float(y.mean()), "brier": brier(m), "log_loss": log_loss(m),
+    return {"n": int(m.size), "accuracy": float(y.mean()), "n_tied": int(np.sum(m == 0)), "brier": brier(m),
+            "log_loss": log_loss(m),
             "ece": e, "ece_low": e_lo, "ece_high": e_hi, "ece_band": band, "ece_adaptive": ece(m, n_bins, "adaptive"),
             "temperature": T, "temperature_low": fit.low, "temperature_high": fit.high,
             "ece_scaled": ece(scaled, n_bins) if scaled is not None else np.nan}, e_boot, _reliability(b, c, y, n_bins)
@@ -397,7 +398,7 @@ def _family(pairs: pd.DataFrame, after: pd.DataFrame, changed: pd.DataFrame, *, 
     return rows, [frame]
 
 
-TABLE_COLUMNS = ["model", "subset", "condition", "n", "n_clusters", "n_changed", "n_dropped", "accuracy", "brier",
+TABLE_COLUMNS = ["model", "subset", "condition", "n", "n_clusters", "n_changed", "n_dropped", "accuracy", "n_tied", "brier",
                  "log_loss", "ece", "ece_low", "ece_high", "ece_band", "ece_adaptive", "temperature", "temperature_low",
                  "temperature_high", "ece_scaled", "d_accuracy", "d_brier", "d_log_loss", "d_log_loss_low",
                  "d_log_loss_high", "d_ece", "d_ece_low", "d_ece_high", "d_temperature", "p_log_loss", "p_adjusted"]
@@ -529,6 +530,8 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 
 FRAMES = ("table", "length", "strata", "reliability", "histogram")
+ACCURACY_NOTE = ("accuracy: share of pairs ordered right, a tie (margin 0, sigma = 1/2) counted half right; n_tied: "
+                 "such pairs (the audit's risk table counts a tie wrong)")
 
 
 @dataclass
@@ -561,7 +564,7 @@ class CalibrationResult:
 
     def temperature_table(self) -> pd.DataFrame:
         "Pooled rows: T with its interval, ECE before and after scaling, and each perturbation's log-loss change and p."
-        cols = ["model", "condition", "n", "accuracy", "log_loss", "ece", "ece_band", "temperature", "temperature_low",
+        cols = ["model", "condition", "n", "accuracy", "n_tied", "log_loss", "ece", "ece_band", "temperature", "temperature_low",
                 "temperature_high", "ece_scaled", "d_log_loss", "p_adjusted"]
         return self.pooled()[[c for c in cols if c in self.table.columns]]
 
@@ -574,7 +577,7 @@ class CalibrationResult:
                 f"seed {s.get('seed')}, {int(100 * s.get('level', 0.95))}% intervals)"]
         head += [f"  - {f}" for f in self.findings] or ["  no clear finding"]
         tt = self.temperature_table()
-        return "\n".join(head + [tt.to_string(index=False, float_format=lambda x: f"{x:.3g}")])
+        return "\n".join(head + [ACCURACY_NOTE, tt.to_string(index=False, float_format=lambda x: f"{x:.3g}")])
 
     def __repr__(self) -> str:
         return self.summary()
@@ -588,7 +591,7 @@ class CalibrationResult:
         "Markdown for a report."
         lines = ["**Calibration of σ(margin)**", ""] + [f"- {md_escape(f)}" for f in self.findings]
         tt = self.temperature_table()
-        lines += ["", "| " + " | ".join(tt.columns) + " |", "|" + "---|" * len(tt.columns)]
+        lines += ["", md_escape(ACCURACY_NOTE), "", "| " + " | ".join(tt.columns) + " |", "|" + "---|" * len(tt.columns)]
         lines += ["| " + " | ".join(md_escape(f"{v:.3g}" if isinstance(v, float) else v) for v in r) + " |"
                   for r in tt.itertuples(index=False)]
         return "\n".join(lines)
@@ -597,7 +600,7 @@ class CalibrationResult:
         import html as _html
         items = "".join(f"<li>{_html.escape(f)}</li>" for f in self.findings) or "<li>no clear finding</li>"
         return (f"<p><b>{_html.escape(self.summary().splitlines()[0])}</b></p><ul>{items}</ul>"
-                + self.temperature_table().to_html(index=False, float_format=lambda x: f"{x:.3g}", escape=True))
+                f"<p><i>{_html.escape(ACCURACY_NOTE)}</i></p>" + self.temperature_table().to_html(index=False, float_format=lambda x: f"{x:.3g}", escape=True))
 
     def save(self, out) -> Path:
         "Write the frames as Parquet, settings and findings as JSON, the summary and markdown."

@@ -21,8 +21,8 @@ import numpy as np
 from .guards import (MAX_RESPONSE_BYTES, DeadlineExceeded, RedirectRefused, ResponseTooLarge,
                                    http_exchange, mask_secrets, register_secret, shown)
 from .scorer_kinds import (FALLBACK_MAX_LENGTH, HFScorer, JudgeScorer, PointwiseScorer, ScorerError,
-                                         _load_tokenizer, encode_text, folder_fingerprint, pack_encoded, render_chat,
-                                         truncate_ids, unpack_encoded)
+                                         _load_tokenizer, answer_truncated, encode_text, folder_fingerprint,
+                                         pack_encoded, render_chat, truncate_ids, unpack_encoded)
 
 # %% auto #0
 __all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'MAX_JSON_DEPTH', 'EndpointError', 'quote_answer', 'finite_number', 'nested_deeper',
@@ -269,6 +269,27 @@ class EndpointRewardScorer(PointwiseScorer):
             truncated += len(cut) < len(ids)
             seqs.append(cut)
         return seqs, [0] * len(seqs), truncated
+
+    _answer_start = HFScorer._answer_start  # where the answer begins in our encoding: the in-process rule
+
+    def truncation(self, prompt: str, response: str) -> tuple[int, int, bool, int]:
+        "(tokens, tokens our client cuts before sending, whether part of the answer is cut, 0 turns left out) for one text."
+        # the client encodes and cuts every text itself (`_encode_items`), so it knows each cut exactly
+        ids = encode_text(self.tokenizer, render_chat(self.tokenizer, prompt, response, self.system))
+        removed = max(0, len(ids) - self.max_length)
+        start = self._answer_start(prompt, response, ids, 0) if removed else 0
+        bos_first = bool(ids) and ids[0] == self.tokenizer.bos_token_id
+        return len(ids), removed, answer_truncated(len(ids), start, self.max_length, self.truncation_side, bos_first), 0
+
+    @property
+    def model_limit(self) -> int | None:
+        "The server's `max_model_len` (None when it does not say)."
+        v = self.served.get("max_model_len")
+        return int(v) if isinstance(v, int) and v > 0 else None
+
+    @property
+    def limit_source(self) -> str:
+        return "the server's max_model_len" if self.model_limit else "not reported by the server"
 
     plan_batches = HFScorer.plan_batches  # the same batch plan as the in-process scorers
 

@@ -320,7 +320,7 @@ def length_template(text: str, rng: np.random.Generator, rate: float = 1.0) -> s
     return "\n".join(parts)
 
 # %% ../nbs/04e_perturbations.ipynb #f8f390d4
-register(length_template, name="LE", side="response", group="stylized", rate=1.0,
+register(length_template, name="LE", side="response", group="stylized", rate=1.0, version="2", paired=True,
          variant="length-control-template", description="length extension, offline: a length-control template (opener, restatement, recap)")
 
 # %% ../nbs/04e_perturbations.ipynb #19f0703c
@@ -463,11 +463,12 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, tur
         new = df.copy()
         changed, size, sem = np.zeros(len(df), bool), np.zeros(len(df), int), {}
         for f in (("prompt",) if p.side == "prompt" else ("chosen", "rejected")):
-            rngs = [item_rng(seed, name, p.version, i, f) for i in ids]
+            key = "response" if p.paired and p.side == "response" else f   # paired: one draw per item, both answers
+            rngs = [item_rng(seed, name, p.version, i, key) for i in ids]
             before = df[f].tolist()
             stepped = p.side == "response" and f"{f}_steps" in df.columns  # step-annotated solutions: step by step
             if stepped:
-                after, new[f"{f}_steps"] = perturb_steps(p, seed, ids, f, df[f"{f}_steps"].tolist(), kw)
+                after, new[f"{f}_steps"] = perturb_steps(p, seed, ids, key, df[f"{f}_steps"].tolist(), kw)
             else:
                 after = p.apply_many(before, rngs, **kw)
             if len(after) != len(before) or not all(isinstance(x, str) for x in after):
@@ -495,6 +496,8 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, tur
                   **({"turns": turns} if turns != "final" and p.side == "prompt" else {})}
         out[name] = Condition(name, p.side, p.group, new, record, original=df)
     return out
+
+
 
 # %% ../nbs/04e_perturbations.ipynb #f1f5ed6f
 from .data import (PAPER_RESPONSE_LABELS, PROMPT_PERTURBATION_LABELS, RESPONSE_VARIANT_LABELS,

@@ -20,7 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, findings, findings_html,
+from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, below_chance_rows, chance_counts,
+                                  findings, findings_html,
                                   too_few_to_test)
 from . import plots
 from .run_settings import run_settings
@@ -186,9 +187,17 @@ def legend_html(result: AuditResult) -> str:
 def truncation_html(manifest: dict) -> str:
     "Per model: max_length and where it comes from, and the pairs truncation cut per subset and condition."
     tr = manifest.get("truncation") or {}
+    untold = manifest.get("truncation_unknown")
+    # "nothing was cut" only with evidence: every scorer counted, or none has a token limit
+    note = "" if not untold else (
+        f"<p><b>Truncation unknown</b> for {esc(', '.join(map(str, untold)))}: these scorers have a token limit "
+        "but report no per-pair truncation counts (pairwise judges count presentations over the limit as too long "
+        "instead), so whether their inputs were cut is not known here.</p>")
     if not tr:
-        return "<p><b>Truncation</b>: no scorer in this run has a token limit (nothing was cut).</p>"
-    out = []
+        if untold is None:   # a run saved before the audit recorded which scorers went uncounted
+            return "<p><b>Truncation</b>: this run recorded no truncation counts (unknown).</p>"
+        return note or "<p><b>Truncation</b>: no scorer in this run has a token limit (nothing was cut).</p>"
+    out = [note]
     for m, t in tr.items():
         cells = t.get("cells", {})
         subs = [k for k in cells if k != "all"] or ["all"]
@@ -257,16 +266,22 @@ def style_matrix_html(manifest: dict) -> str:
 
 
 def below_chance_html(table: pd.DataFrame) -> str:
-    "A caveat naming every scorer × subset at or below chance on the original pairs; empty when there is none."
+    "A caveat naming every scorer × subset at or below chance on the decided original pairs, with right/wrong/tied; empty when none."
     f = table.drop_duplicates(["model", "subset"])
-    bad = f[[below_chance(a) for a in f["accuracy_before"]]]
+    bad = f[below_chance_rows(f).to_numpy()]
     if not len(bad):
         return ""
-    items = "".join(f"<li>{esc(r.model)} / {esc(r.subset)}: accuracy {r.accuracy_before:.3f}</li>"
-                    for r in bad.itertuples())
+    cc = chance_counts(bad)
+    items = "".join(
+        f"<li>{esc(r.model)} / {esc(r.subset)}: accuracy {r.accuracy_before:.3f} (ties wrong); {c.right} right, "
+        f"{c.wrong} wrong, {c.tied} tied"
+        + (f": {c.decided_accuracy:.3f} of the {c.right + c.wrong} decided pairs (one-sided binomial p = "
+           f"{c.p_chance:.3g} for right more often than wrong)" if c.right + c.wrong else ": no pair decided")
+        + "</li>" for r, c in zip(bad.itertuples(), cc.itertuples()))
     return ("<div style='border-left:4px solid #c0392b;padding:4px 10px;background:#fdecea'><b>Below chance</b>: "
-            "these scorers prefer the chosen answer no more often than a coin on the original pairs, so a verdict "
-            f"about keeping that preference under perturbation is not meaningful here.<ul>{items}</ul></div>")
+            "on the original pairs these scorers decide (ties, equal scores, left out) they prefer the chosen answer "
+            "no more often than the rejected one, so a verdict about keeping that preference under perturbation is "
+            f"not meaningful here.<ul>{items}</ul></div>")
 
 
 def rewardbench2_html(manifest: dict) -> str:
@@ -308,7 +323,7 @@ def risk_display(table: pd.DataFrame) -> pd.DataFrame:
         mark = mark + np.where(t["underpowered"].fillna(False).astype(bool), "u", "")
     base = t["stars"].where(t["stars"] != "ns", "")
     t["stars"] = (base.astype(str) + mark).replace("", "ns")
-    low = t["accuracy_before"].map(below_chance)
+    low = below_chance_rows(t)
     t.loc[low, "subset"] = t.loc[low, "subset"].astype(str) + " (below chance)"
     return t
 
@@ -483,7 +498,8 @@ def show_calibration(cal) -> None:
     items = "".join(f"<li>{esc(f)}</li>" for f in cal.findings) or "<li>No clear finding.</li>"
     show_html(f"<p><b>Findings</b></p><ul>{items}</ul>")
     show_html("<p><b>Temperature</b> (all subsets pooled; T &gt; 1: overconfident; ECE band: the 95% upper end of "
-              "a calibrated model's ECE at this n; p: BH-adjusted two-sided sign-flip p of the log-loss change)</p>"
+              "a calibrated model's ECE at this n; p: BH-adjusted two-sided sign-flip p of the log-loss change; "
+              "accuracy: a tie counts ½, n_tied of them, where the risk table counts a tie wrong)</p>"
               + frame_html(cal.temperature_table()))
     sub = cal.pooled()
     for model in dict.fromkeys(cal.table["model"]):
@@ -914,7 +930,8 @@ def comparison_page(cmp) -> str:
             f"<body><h1>Model comparison</h1>{body}</body></html>")
 
 # %% ../nbs/09_report.ipynb #460ba692
-RISK_CAPTION = "accuracy on the original pairs (letters: models sharing one are not distinguishable); effect size d_z with adjusted-p stars"
+RISK_CAPTION = ("accuracy on the original pairs, a tie (equal scores) counted wrong, ties per subset in the findings "
+                "(letters: models sharing one are not distinguishable); effect size d_z with adjusted-p stars")
 
 
 def risk_letters(table: pd.DataFrame, cmp=None) -> pd.DataFrame:

@@ -235,8 +235,8 @@ def test_report_of_a_tiny_model_on_rmbench_chat_and_code(tmp_path):
     assert "max_length 128 tokens" in page and "original pairs truncated" in page                    # truncation
     assert "Changed items per perturbation" in page and " of 12 (" in page                          # changed counts
     assert "RM-Bench style matrix" in page and "concise/concise" in page and "hard" in page          # style matrix
-    acc = res.table.drop_duplicates("subset")["accuracy_before"]
-    if (acc <= 0.5).any():
+    from reward_auditor.audit import below_chance_rows
+    if below_chance_rows(res.table.drop_duplicates("subset")).any():   # judged on the decided pairs, ties left out
         assert "Below chance" in page and "(below chance)" in page                                    # chance caveat
     else:
         assert "Below chance" not in page
