@@ -44,8 +44,8 @@ __all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'MAPPINGS',
            'family_table', 'decide', 'summary_json', 'calibration_json', 'item_lines', 'write_summaries', 'AuditResult',
            'package_versions', 'error_control', 'too_few_to_test', 'rejection_bar', 'detectability_warnings',
            'change_stats', 'truncation_counts', 'truncation_table', 'truncation_warnings', 'style_matrices',
-           'rewardbench2_headline', 'recorded_reports', 'record_reports', 'audit', 'check_writable', 'below_chance',
-           'chance_counts', 'below_chance_rows', 'findings', 'findings_html']
+           'rewardbench2_headline', 'locked_folder', 'recorded_reports', 'record_reports', 'audit', 'check_writable',
+           'below_chance', 'chance_counts', 'below_chance_rows', 'findings', 'findings_html']
 
 # %% ../nbs/08b_audit.ipynb #7fb3adfb
 class AuditError(ValueError):
@@ -141,15 +141,21 @@ def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
     return names
 
 
-def data_fingerprint(frame: pd.DataFrame) -> str:
-    "sha256 over the canonical columns, row by row: same items in the same order → same hash."
-    h = hashlib.sha256()
+def _row_bytes(frame: pd.DataFrame) -> list[bytes]:
+    "Each row's canonical encoding (the canonical columns, earlier turns, step lists): what `data_fingerprint` hashes."
     hk = [ra_data.history_key(x) for x in ra_data.history_of(frame)]  # earlier turns count only where there are some
     st = _step_columns(frame)  # step-annotated solutions: the step lists are items' content too (a PRM reads them)
     steps = zip(*([[str(x) for x in v] for v in frame[c]] for c in st)) if st else [()] * len(frame)
-    for row, k, s in zip(frame[["id", "subset", "prompt", "chosen", "rejected"]].astype(str).itertuples(index=False),
-                         hk, steps):
-        h.update(json.dumps(list(row) + ([k] if k else []) + list(s), ensure_ascii=False).encode())
+    return [json.dumps(list(row) + ([k] if k else []) + list(s), ensure_ascii=False).encode()
+            for row, k, s in zip(frame[["id", "subset", "prompt", "chosen", "rejected"]].astype(str)
+                                 .itertuples(index=False), hk, steps)]
+
+
+def data_fingerprint(frame: pd.DataFrame) -> str:
+    "sha256 over the canonical columns, row by row: same items in the same order → same hash."
+    h = hashlib.sha256()
+    for row in _row_bytes(frame):
+        h.update(row)
     return h.hexdigest()
 
 
@@ -385,13 +391,15 @@ def _same_originals(path: Path, first: Path, theirs: pd.DataFrame, ours: pd.Data
     def texts(frame):  # the subset is the file's own label (a domain, a file name): only the texts must agree
         return frame.set_index(frame["id"].astype(str)).loc[ours["id"].astype(str)].reset_index(drop=True) \
             .assign(subset="")
-    a, b = texts(theirs), texts(ours)
-    if data_fingerprint(a) == data_fingerprint(b):
+    a = texts(theirs)
+    rows_a, rows_b = _row_bytes(a), _row_bytes(texts(ours))  # each row encoded once, as the fingerprint reads it
+    if rows_a == rows_b:
         return
-    for i in range(len(a)):  # name the first item that differs
-        if data_fingerprint(a.iloc[[i]]) != data_fingerprint(b.iloc[[i]]):
-            raise AuditError(f"{path}: item {a['id'].iloc[i]!r} has other original texts than in {first}; the files "
-                             "share ids but not items (row-number ids?): audit them separately (conditions)")
+    i = next((i for i, (x, y) in enumerate(zip(rows_a, rows_b)) if x != y), None)  # the first item that differs
+    what = f"item {a['id'].iloc[i]!r} has other original texts than in {first}" if i is not None else \
+        f"its ids give {len(rows_a)} original pairs, those of {first} {len(rows_b)} (an id repeats)"
+    raise AuditError(f"{path}: {what}; the files share ids but not items (row-number ids?): audit them separately "
+                     "(conditions)")
 
 
 def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = None, *, domain: str | None = None,
@@ -403,10 +411,8 @@ def file_conditions(paths: str | Path | Iterable[str | Path], mapping: Any = Non
     for path in map(Path, paths):
         conds = pack_conditions(path) if ra_store.is_pack(path) else \
             ra_perturbations.conditions_from_file(path, _file_mapping(path, mapping), domain=domain, errors=errors)
+        ra_store.refuse_orig(conds, lambda problem: AuditError(f"{path}: {problem} with a mapping (conditions)"))
         for name, cond in conds.items():
-            if name == "orig":  # the original pairs' own name in items.jsonl and texts.parquet
-                raise AuditError(f"{path}: a condition is named 'orig', the name of the original pairs; rename it "
-                                 "with a mapping (conditions)")
             if original is None:
                 original, first = cond.original, path
             elif set(cond.original["id"]) != set(original["id"]):
@@ -1243,19 +1249,48 @@ def rewardbench2_headline(original: pd.DataFrame, items: pd.DataFrame, *, chance
 DATA_STAMP = "fingerprint.json"
 
 
+def _remove_if_unwritten(top: Path) -> None:
+    "Remove the folder `top` if it holds nothing but empty folders and the run lock's file (a run that wrote nothing)."
+    from reward_auditor.safety import LOCK_FILE
+    walk = list(os.walk(top, topdown=False))
+    if any(f != LOCK_FILE for _, _, files in walk for f in files) or any(
+            os.path.islink(os.path.join(d, s)) for d, subs, _ in walk for s in subs):
+        return
+    for d, _, files in walk:
+        for f in files:
+            os.unlink(os.path.join(d, f))
+        os.rmdir(d)
+
+
+def locked_folder(out: str | Path, run: Callable[[], Any]) -> Any:
+    "`run()` holding the lock on the run folder `out`; refused before it wrote anything, `out` is left as it was."
+    from reward_auditor.safety import LOCK_FILE, RunLock
+    out = Path(out).absolute()
+    new = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder this run makes
+    before = set(os.listdir(out)) if new is None and out.is_dir() else None
+    check_writable(out)
+    with RunLock(out):
+        try:
+            return run()
+        except BaseException:
+            try:  # refused before anything was written: what it made goes again, the lock still held
+                if new is not None:
+                    _remove_if_unwritten(new)
+                elif before is not None and set(os.listdir(out)) - before == {LOCK_FILE}:  # an existing folder
+                    (out / LOCK_FILE).unlink()
+            except OSError:  # the refusal is what the user must see, not a failed tidy-up
+                pass
+            raise
+
+
 def _locked_out(fn):
-    "Run `fn` holding the run-folder lock on its `out` argument (when given)."
+    "Run `fn` holding the run-folder lock on its `out` argument (when given); a refusal leaves no new folder."
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args, **kw):
         out = kw.get("out")
-        if out is None:
-            return fn(*args, **kw)
-        from reward_auditor.safety import RunLock
-        check_writable(out)
-        with RunLock(out):
-            return fn(*args, **kw)
+        return fn(*args, **kw) if out is None else locked_folder(out, lambda: fn(*args, **kw))
     return wrapper
 
 
@@ -1375,8 +1410,7 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         original = ra_data.load_preferences(data, errors=errors) if not isinstance(data, pd.DataFrame) \
             else ra_data.validate(data)
         conds = dict(conditions or {})
-        if "orig" in conds:  # the original pairs' own name in items.jsonl and texts.parquet
-            raise AuditError("a condition is named 'orig', the name of the original pairs; rename it (conditions)")
+        ra_store.refuse_orig(conds, lambda problem: AuditError(f"{problem} (conditions)"))  # the pairs' own name
     clusters, clusters_by = item_clusters(original, group_by)   # the unit of independence of every test
     names = perturbation_names(perturbations) if perturbations is not None else []
     if isinstance(perturbations, str) and perturbations.strip().lower() == "all" and "chosen_steps" in original.columns:

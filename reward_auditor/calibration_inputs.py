@@ -15,6 +15,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from .guards import read_parquet_frame
 from .safety import file_sha256, reading
 
 # %% auto #0
@@ -46,7 +47,7 @@ def _read_records(path: Path) -> pd.DataFrame:
         raise CalibrationError(f"{path}: no such file or folder; pass a run folder or a per-prompt score file")
     with reading(path, "score file"):
         if path.suffix == ".parquet":
-            return pd.read_parquet(path)
+            return read_parquet_frame(path, "score file")  # capped: a small file must not expand to gigabytes
         if path.suffix == ".csv":
             return pd.read_csv(path)
         text = path.read_text(encoding="utf-8")
@@ -184,11 +185,11 @@ def read_run(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
             raise CalibrationError(f"{folder / 'manifest.json'}: not a run manifest")
         _check_run_files(folder, manifest)
     with reading(folder / "items.parquet", "audit items file"):
-        items = pd.read_parquet(folder / "items.parquet")
+        items = read_parquet_frame(folder / "items.parquet", "audit items file")
     texts = None
     if (folder / "texts.parquet").exists():
         with reading(folder / "texts.parquet", "audit texts file"):
-            texts = pd.read_parquet(folder / "texts.parquet")
+            texts = read_parquet_frame(folder / "texts.parquet", "audit texts file")
     pairs, pert = _audit_frames(items, texts)
     return pairs, pert, manifest
 

@@ -1103,40 +1103,15 @@ def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progres
 
 def _locked_run(args: dict, progress: bool) -> int:
     "`run_audit` holding the lock on --out from the saved arguments to the report: one run per folder."
-    from reward_auditor.audit import check_writable
-    from reward_auditor.safety import LOCK_FILE, RunLock
+    from reward_auditor.audit import locked_folder
     import warnings
-    out = Path(args["out"]).absolute()
-    new = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder this run makes
-    before = set(os.listdir(out)) if new is None and out.is_dir() else None
-    check_writable(out)
-    with RunLock(out), warnings.catch_warnings():
-        for pattern in MANIFEST_REPEATS:  # said once, with the manifest's counts, after the run
-            warnings.filterwarnings("ignore", message=pattern)
-        try:
+
+    def run():
+        with warnings.catch_warnings():
+            for pattern in MANIFEST_REPEATS:  # said once, with the manifest's counts, after the run
+                warnings.filterwarnings("ignore", message=pattern)
             return run_audit(args, progress=progress)
-        except BaseException:
-            try:  # refused before anything was written: what it made goes again, the lock still held
-                if new is not None:
-                    _remove_if_unwritten(new)
-                elif before is not None and set(os.listdir(out)) - before == {LOCK_FILE}:  # an existing folder
-                    (out / LOCK_FILE).unlink()
-            except OSError:  # the refusal is what the user must see, not a failed tidy-up
-                pass
-            raise
-
-
-def _remove_if_unwritten(top: Path) -> None:
-    "Remove the folder `top` if it holds nothing but empty folders and the run lock's file (a run that wrote nothing)."
-    from reward_auditor.safety import LOCK_FILE
-    walk = list(os.walk(top, topdown=False))
-    if any(f != LOCK_FILE for _, _, files in walk for f in files) or any(
-            os.path.islink(os.path.join(d, s)) for d, subs, _ in walk for s in subs):
-        return
-    for d, _, files in walk:
-        for f in files:
-            os.unlink(os.path.join(d, f))
-        os.rmdir(d)
+    return locked_folder(args["out"], run)  # refused before anything was written: no folder left behind
 
 
 def cmd_audit(ns) -> int:

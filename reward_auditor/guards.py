@@ -29,7 +29,8 @@ from typing import Any, Iterable
 __all__ = ['MASK', 'SECRET_ENV', 'MAX_RESPONSE_BYTES', 'ERROR_BODY_BYTES', 'MAX_INPUT_MB_ENV', 'MAX_INPUT_MB', 'register_secret',
            'mask_secrets', 'mask_deep', 'shown', 'DeadlineExceeded', 'ResponseTooLarge', 'RedirectRefused',
            'PlainHttpKeyWarning', 'origin', 'is_loopback', 'warn_plain_http_key', 'http_exchange', 'InputTooLarge',
-           'max_input_bytes', 'read_gzip_capped', 'read_parquet_capped', 'cache_lock', 'unpack_zip_once']
+           'max_input_bytes', 'read_gzip_capped', 'read_parquet_capped', 'read_parquet_frame', 'cache_lock',
+           'unpack_zip_once']
 
 # %% ../nbs/00a_guards.ipynb #2bf88a6b
 MASK = "***"
@@ -305,26 +306,61 @@ def read_gzip_capped(path: str | os.PathLike, cap: int | None = None) -> bytes:
                                     f"{MAX_INPUT_MB_ENV} to allow more)")
 
 # %% ../nbs/00a_guards.ipynb #a1c0e7d3
-def read_parquet_capped(source: Any, cap: int | None = None, batch_rows: int = 1024):
+def _decoded_nbytes(arr) -> int:
+    "Bytes the array `arr` (read with dictionary-encoded text) takes once its dictionaries are decoded; none is decoded."
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if isinstance(arr, pa.ChunkedArray):
+        return sum(_decoded_nbytes(c) for c in arr.chunks)
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        lengths = pc.binary_length(arr.dictionary)   # one number per distinct value
+        text = pc.sum(pc.take(lengths, arr.indices)).as_py() or 0
+        return text + 8 * (len(arr) + 1) + len(arr) // 8 + 1   # the values, their offsets, the validity bits
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        return 8 * (len(arr) + 1) + _decoded_nbytes(arr.values)
+    if pa.types.is_struct(t):
+        return len(arr) // 8 + 1 + sum(_decoded_nbytes(arr.field(i)) for i in range(t.num_fields))
+    return arr.nbytes
+
+
+def read_parquet_capped(source: Any, cap: int | None = None):
     "A pyarrow Table from a Parquet file (path or bytes); InputTooLarge before it expands past `cap` bytes."
     import io
     import pyarrow as pa
     import pyarrow.parquet as pq
     cap = max_input_bytes() if cap is None else int(cap)
     more = f"set {MAX_INPUT_MB_ENV} to allow more"
-    f = pq.ParquetFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
-    md = f.metadata
-    stored = sum(md.row_group(i).column(j).total_uncompressed_size
-                 for i in range(md.num_row_groups) for j in range(md.num_columns))
+    opened = lambda **kw: pq.ParquetFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source, **kw)
+    f = opened()
+    md, schema = f.metadata, f.schema_arrow
+    chunks = [md.row_group(i).column(j) for i in range(md.num_row_groups) for j in range(md.num_columns)]
+    stored = sum(c.total_uncompressed_size for c in chunks)
     if stored > cap:  # the footer's own numbers: refused before a page is decompressed
         raise InputTooLarge(f"it expands to {stored >> 20} MiB uncompressed, more than {cap >> 20} MiB ({more})")
-    batches, size = [], 0
-    for b in f.iter_batches(batch_size=batch_rows):  # dictionary pages hide repetition: count the decoded rows
-        size += b.nbytes
-        if size > cap:
+    values = sum(c.num_values // 8 if c.physical_type == "BOOLEAN" else 4 * c.num_values for c in chunks)
+    if values > cap:  # a value takes 4 bytes or more once read (a bit for a boolean), even a run-length-encoded null
+        raise InputTooLarge(f"its {md.num_rows} rows expand to more than {cap >> 20} MiB when read ({more})")
+    text = [f.schema.column(j).path for j in range(len(f.schema)) if f.schema.column(j).physical_type == "BYTE_ARRAY"]
+    f = opened(read_dictionary=text)  # text comes as dictionary + indices: small, and its decoded size is a sum
+    parts, size = [], 0
+    for i in range(md.num_row_groups):
+        group = f.read_row_group(i)
+        size += sum(_decoded_nbytes(c) for c in group.columns)
+        if size > cap:  # counted before a row is decoded
             raise InputTooLarge(f"its rows expand to more than {cap >> 20} MiB when decoded ({more})")
-        batches.append(b)
-    return pa.Table.from_batches(batches, schema=f.schema_arrow)
+        parts.append(group.cast(schema) if text else group)
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def read_parquet_frame(path: str | os.PathLike, what: str = "file"):
+    "The Parquet file `path` someone gave us, as a pandas frame capped like `read_parquet_capped`; too large: one line."
+    from reward_auditor.safety import InputFileError
+    try:
+        table = read_parquet_capped(path)
+    except InputTooLarge as e:
+        raise InputFileError(f"{what} {path} cannot be read: {e}") from None
+    return table.to_pandas()
 
 # %% ../nbs/00a_guards.ipynb #f52ec14e
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .guards import read_parquet_frame
 from .safety import atomic_write, md_escape, plain_line, reading
 from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
                                    read_json, write_frame, write_json, write_summaries)
@@ -71,7 +72,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
         raise HeterogeneityError(f"{path}: no such file; pass per-prompt results (JSON, JSON lines, CSV or Parquet).")
     with reading(path, "results file"):  # binary, UTF-16, empty, nested too deep: one line naming the file
         if path.suffix.lower() in (".csv", ".parquet"):  # tables, like the audit's --data
-            obj = pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
+            obj = pd.read_csv(path) if path.suffix.lower() == ".csv" else read_parquet_frame(path, "results file")
         else:
             obj = _parse_results(path.read_text(encoding="utf-8"), path)
     if isinstance(obj, dict):
@@ -632,7 +633,7 @@ def heterogeneity_cli(paths: Sequence[str | Path], *, alpha: float = 0.05, v_tar
             if not (p / "items.parquet").exists():
                 raise HeterogeneityError(f"{p}: folder holds no items.parquet; pass a saved audit folder or a results file.")
             with reading(p / "items.parquet", "audit items file"):
-                items = pd.read_parquet(p / "items.parquet")
+                items = read_parquet_frame(p / "items.parquet", "audit items file")
             groups = items.groupby("model", sort=False) if "model" in items.columns else [(p.name, items)]
             named = [(str(m), g.drop(columns="model", errors="ignore")) for m, g in groups]
             unit = "cluster" if "cluster" in items.columns else None   # the audit's clusters (older runs: none kept)

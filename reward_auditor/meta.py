@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .guards import read_parquet_frame
 from .safety import md_escape, reading
 from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
                                    read_json, write_frame, write_summaries)
@@ -50,7 +51,7 @@ def _read_audit_table(path: Path) -> pd.DataFrame:
     suf = path.suffix.lower()
     with reading(path, "audit table"):  # a binary, UTF-16, empty or malformed file: one line naming it
         if suf == ".parquet":
-            return pd.read_parquet(path)
+            return read_parquet_frame(path, "audit table")  # capped: a small file must not expand to gigabytes
         if suf == ".csv":
             return pd.read_csv(path)
         if suf in (".jsonl", ".ndjson"):

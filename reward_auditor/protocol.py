@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .guards import read_parquet_frame
 from .safety import md_escape, reading
 from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
                                    read_json, write_frame, write_json, write_summaries)
@@ -482,7 +483,7 @@ def _read_table(path: str | Path) -> pd.DataFrame:
     suf = path.suffix.lower()
     with reading(path):  # a binary, UTF-16, empty or malformed file: one line naming it
         if suf == ".parquet":
-            return pd.read_parquet(path)
+            return read_parquet_frame(path)  # capped: a small file must not expand to gigabytes
         if suf in (".jsonl", ".ndjson"):
             return pd.read_json(path, lines=True, dtype={"prompt_id": str})
         if suf == ".json":

@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from .cache import ScoreCache
+from .guards import read_parquet_frame
+from .safety import InputFileError
 from .data import history_key, history_of
 
 # %% auto #0
@@ -290,7 +292,7 @@ def _read_table(path: Path) -> pd.DataFrame:
         if suf == ".csv":
             return pd.read_csv(path, keep_default_na=False, na_values=[""])
         if suf in (".parquet", ".pq"):
-            return pd.read_parquet(path)
+            return read_parquet_frame(path, "score file")  # capped: a small file must not expand to gigabytes
         if suf == ".jsonl":
             return pd.read_json(path, lines=True, dtype=False)
         if suf == ".json":
@@ -304,7 +306,7 @@ def _read_table(path: Path) -> pd.DataFrame:
             if isinstance(obj, list):
                 return pd.DataFrame.from_records(obj)
             raise ScorerError(f"{path}: JSON must be a list of records or a dict of equal-length columns")
-    except ScorerError:
+    except (ScorerError, InputFileError):
         raise
     except Exception as e:
         raise ScorerError(f"cannot read score file {path}: {e}") from e

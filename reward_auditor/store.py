@@ -23,9 +23,10 @@ from .cache import insert_all_or_none
 from .resources import cache_dir
 
 # %% auto #0
-__all__ = ['PACK_KEY', 'PACK_SIDES', 'store_enabled', 'store_root', 'atomic_bytes', 'digest', 'file_digest', 'budget_batches',
-           'EmbeddingStore', 'Embeddings', 'embeddings', 'release_embedders', 'embedding_stats', 'ConditionStore',
-           'store_info', 'prune', 'write_pack', 'is_pack', 'read_pack']
+__all__ = ['PACK_KEY', 'PACK_SIDES', 'PACK_COLUMNS', 'ORIG_PROBLEM', 'store_enabled', 'store_root', 'atomic_bytes', 'digest',
+           'file_digest', 'budget_batches', 'EmbeddingStore', 'Embeddings', 'embeddings', 'release_embedders',
+           'embedding_stats', 'ConditionStore', 'store_info', 'prune', 'write_pack', 'is_pack', 'refuse_orig',
+           'read_pack']
 
 # %% ../nbs/00e_store.ipynb #95c136a4
 def store_enabled() -> bool:
@@ -406,6 +407,14 @@ def is_pack(path: str | os.PathLike) -> bool:
 
 
 PACK_SIDES = ("prompt", "response")
+PACK_COLUMNS = ("id", "prompt", "chosen", "rejected")  # what every pack's pairs and each condition's rows hold
+ORIG_PROBLEM = "a condition is named 'orig', the name of the original pairs; rename it"
+
+
+def refuse_orig(names: Iterable[str], error: Callable[[str], Exception]) -> None:
+    "Raise `error(ORIG_PROBLEM)` when a condition in `names` is called 'orig' (the audit's name for the original pairs)."
+    if "orig" in names:
+        raise error(ORIG_PROBLEM)
 
 
 def _pack_problem(path, problem: str, row: int | None = None, field: str | None = None) -> Exception:
@@ -434,6 +443,15 @@ def _check_pack_part(path, name: str, part: pd.DataFrame, rows: np.ndarray, ids:
                 what = ("no text (null)" if v is None or (isinstance(v, float) and v != v)
                         else f"{type(v).__name__} {str(v)[:20]!r}, not text")
                 raise _pack_problem(path, f"condition {name!r} has {what}", rows[bad[0]], f)
+    for f in ("chosen_steps", "rejected_steps", "original_chosen_steps", "original_rejected_steps"):
+        if f in part.columns:
+            bad = [i for i, v in enumerate(part[f].tolist()) if not (isinstance(v, (list, tuple, np.ndarray))
+                                                                   and all(isinstance(x, str) for x in v))]
+            if bad:
+                v = part[f].iloc[bad[0]]
+                what = ("no step list (null)" if v is None or (isinstance(v, float) and v != v)
+                        else f"{type(v).__name__} {str(v)[:20]!r}, not a list of step texts")
+                raise _pack_problem(path, f"condition {name!r} has {what}", rows[bad[0]], f)
     if "changed" in part.columns:
         bad = [i for i, v in enumerate(part["changed"].tolist()) if not isinstance(v, (bool, np.bool_))]
         if bad:
@@ -454,6 +472,11 @@ def read_pack(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict]]:
         assert isinstance(conditions, dict) and conditions and all(isinstance(c, str) for c in columns)
     except Exception:
         raise _pack_problem(path, "its header (schema metadata) is not that of a pack written by `perturb`") from None
+    lacking = [c for c in PACK_COLUMNS if c not in columns]
+    if lacking:
+        raise _pack_problem(path, f"its header's columns do not list {lacking[0]!r}; a pack's pairs hold "
+                            f"{', '.join(PACK_COLUMNS)}")
+    refuse_orig(conditions, lambda problem: _pack_problem(path, problem, field="perturbation"))
     frame = table.to_pandas()
     need = ["perturbation", *columns]
     missing = [c for c in need if c not in frame.columns]
@@ -461,15 +484,19 @@ def read_pack(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict]]:
         raise _pack_problem(path, f"has no column {missing[0]!r}")
     conds, ids = {}, None
     for name, m in conditions.items():
-        if name == "orig":  # the audit's own name for the original pairs
-            raise _pack_problem(path, "a condition is named 'orig', the name of the original pairs; rename it",
-                                field="perturbation")
         if not isinstance(m, dict) or m.get("side") not in PACK_SIDES or not isinstance(m.get("group"), str):
             side = m.get("side") if isinstance(m, dict) else None
             raise _pack_problem(path, f"condition {name!r} has side {side!r} and group "
                                 f"{m.get('group') if isinstance(m, dict) else None!r}; the side is 'prompt' or "
                                 "'response' and the group a name")
         cols = m.get("columns") or []
+        if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
+            raise _pack_problem(path, f"condition {name!r} has columns {str(cols)[:40]!r} in the header; they are "
+                                "a list of column names")
+        unlisted = [c for c in (*PACK_COLUMNS, "changed") if c not in cols]
+        if unlisted:
+            raise _pack_problem(path, f"condition {name!r} does not list column {unlisted[0]!r} in the header; a "
+                                f"condition's rows hold {', '.join(PACK_COLUMNS)} and changed")
         lacking = [c for c in ("id", "changed", *cols) if c not in frame.columns]
         if lacking:
             raise _pack_problem(path, f"condition {name!r} needs column {lacking[0]!r}, which the pack lacks")
@@ -496,4 +523,5 @@ def read_pack(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, dict]]:
                            else first[f"original_{f}"])
     original.attrs.update(meta.get("attrs") or {})
     return original, conds
+
 

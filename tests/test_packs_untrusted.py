@@ -77,6 +77,24 @@ def test_two_files_with_the_same_ids_but_other_items_are_refused(capsys, packs, 
     assert rc == 0, out.err                             # one pack alone still audits
 
 
+def test_same_originals_encodes_each_row_once_and_always_refuses(monkeypatch):
+    "60 shared ids, the last item's text differs: named from one encoding of each file (old: 122 fingerprints)."
+    from pathlib import Path
+    from reward_auditor import audit as A
+    ours = load_sample().head(60)[["id", "subset", "prompt", "chosen", "rejected"]].reset_index(drop=True)
+    ours = ours.assign(id=[str(i) for i in range(1, 61)])
+    theirs = ours.assign(chosen=ours["chosen"].tolist()[:-1] + [ours["chosen"].iloc[-1] + " (edited)"])
+    calls, real = [], A.data_fingerprint
+    monkeypatch.setattr(A, "data_fingerprint", lambda f: calls.append(len(f)) or real(f))
+    with pytest.raises(A.AuditError, match="item '60' has other original texts than in a.jsonl"):
+        A._same_originals(Path("b.jsonl"), Path("a.jsonl"), theirs, ours)
+    assert len(calls) <= 2, len(calls)
+    A._same_originals(Path("b.jsonl"), Path("a.jsonl"), ours.copy(), ours)   # the same items: accepted
+    twice = pd.concat([ours, ours.iloc[[-1]]], ignore_index=True)   # id 60 twice: every shared row agrees
+    with pytest.raises(A.AuditError, match="an id repeats"):
+        A._same_originals(Path("b.jsonl"), Path("a.jsonl"), twice, ours)
+
+
 def _rename_to_orig(frame):
     return frame.assign(perturbation="orig")
 
@@ -103,13 +121,43 @@ def _changed_yes(frame):
     return frame.assign(changed=["yes"] * len(frame))
 
 
+def _header_without_chosen(meta):
+    meta["columns"] = [c for c in meta["columns"] if c != "chosen"]
+
+
+def _condition_id_changed(meta):
+    meta["conditions"]["EF"]["columns"] = ["id", "changed"]
+
+
+def _condition_columns_text(meta):
+    meta["conditions"]["EF"]["columns"] = "id,prompt"
+
+
+def _null_steps(frame):
+    return frame.assign(chosen_steps=[None] + [["a step", "another"]] * (len(frame) - 1))
+
+
+def _steps_listed(meta):
+    meta["conditions"]["EF"]["columns"] = [*meta["conditions"]["EF"]["columns"], "chosen_steps"]
+
+
+def _text_steps(frame):
+    return frame.assign(chosen_steps="one step")
+
+
 @pytest.mark.parametrize("frame_fn, meta_fn, want", [
     (_rename_to_orig, _orig_header, "a condition is named 'orig'"),
     (_dup_id, None, "row 2, field 'id': condition 'EF' repeats id '1'"),
     (_none_text, None, "row 1, field 'chosen': condition 'EF' has no text (null)"),
     (None, _side_both, "condition 'EF' has side 'both'"),
     (_changed_yes, None, "row 1, field 'changed': condition 'EF' has changed = 'yes'"),
-], ids=["orig", "duplicate-id", "none-text", "side-both", "changed-yes"])
+    (None, _header_without_chosen, "its header's columns do not list 'chosen'"),
+    (None, _condition_id_changed, "condition 'EF' does not list column 'prompt' in the header"),
+    (None, _condition_columns_text, "condition 'EF' has columns 'id,prompt' in the header"),
+    (_null_steps, _steps_listed, "row 1, field 'chosen_steps': condition 'EF' has no step list (null)"),
+    (_text_steps, _steps_listed, "row 1, field 'chosen_steps': condition 'EF' has str 'one step', not a list of step"),
+], ids=["orig", "duplicate-id", "none-text", "side-both", "changed-yes", "header-columns", "condition-columns",
+        "columns-not-a-list", "null-steps", "text-steps"])
 def test_malformed_pack_is_named_in_one_line(capsys, packs, tmp_path, frame_fn, meta_fn, want):
     bad = _tamper(packs / "a.parquet", tmp_path / "bad.parquet", frame_fn, meta_fn)
     rc, out = _run(capsys, "audit", "--conditions", bad, "--out", tmp_path / "run", *B)
@@ -153,6 +201,45 @@ def test_a_parquet_file_that_expands_past_the_cap_is_refused(capsys, tmp_path, m
     assert rc == 0, out.err                             # under the cap it reads as before
 
 
+def test_a_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path):
+    "958 bytes on disk, one 900 KiB text in 1024 rows, cap 1 MiB: refused with Arrow's peak under 8 MiB, not 1.1 GiB."
+    import subprocess
+    import sys
+    f = tmp_path / "bomb.parquet"
+    pq.write_table(pa.table({"prompt": ["y" * (900 << 10)] * 1024}), f, compression="zstd")
+    assert f.stat().st_size < 10_000
+    code = ("import resource, sys, pyarrow as pa\n"
+            "from reward_auditor.guards import InputTooLarge, read_parquet_capped\n"
+            "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "try:\n    read_parquet_capped(sys.argv[1], cap=1 << 20); print('read')\n"
+            "except InputTooLarge as e:\n    print('refused:', e)\n"
+            "print(pa.default_memory_pool().max_memory(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    assert out.returncode == 0 and lines[0].startswith("refused:") and "more than 1 MiB" in lines[0], out
+    peak, rss_kib = map(int, lines[-1].split())
+    assert peak < 8 << 20 and rss_kib < 64 << 10, (peak, rss_kib)   # a small multiple of the 1 MiB cap
+
+
+@pytest.mark.parametrize("command", ["scorer", "heterogeneity", "meta", "calibration"])
+def test_every_parquet_file_a_user_names_is_capped(capsys, tmp_path, monkeypatch, command):
+    "A score file, results file or audit table of 2 MiB of rows (a few KB on disk), cap 1 MiB: exit 2 naming it."
+    f = tmp_path / "scores.parquet"
+    n = 512
+    pq.write_table(pa.table({"id": [str(i) for i in range(n)], "prompt": ["p" * 4096] * n,
+                             "chosen": ["c" * 4096] * n, "rejected": ["r"] * n, "score_chosen": [1.0] * n,
+                             "score_rejected": [0.0] * n, "results": [1] * n, "subset": ["chat"] * n}), f)
+    assert f.stat().st_size < 100_000
+    data = _data(tmp_path / "d.jsonl", range(10))
+    argv = {"scorer": ("audit", "--data", data, "--scorer", f, "--out", tmp_path / "run", "--no-report", "-q"),
+            "heterogeneity": ("heterogeneity", f, "-q"), "meta": ("meta", f, "-q"),
+            "calibration": ("calibration", f, "--out", tmp_path / "cal", "--no-report", "-q")}[command]
+    monkeypatch.setenv("REWARD_AUDITOR_MAX_INPUT_MB", "1")
+    rc, out = _run(capsys, *argv)
+    line = _one_line(out.err)
+    assert rc == 2 and str(f) in line and "more than 1 MiB" in line, out.err
+
+
 def test_a_pack_that_expands_past_the_cap_is_refused(capsys, packs, tmp_path, monkeypatch):
     big = _tamper(packs / "a.parquet", tmp_path / "big.parquet",
                   lambda f: f.assign(original_chosen=[c + " pad" * 30_000 for c in f["original_chosen"]]))
@@ -170,6 +257,22 @@ def test_refused_audit_makes_no_folder(capsys, tmp_path):
     rc, out = _run(capsys, "audit", "--data", bad, "--out", tmp_path / "new" / "run", *B)
     assert rc == 2 and str(bad) in _one_line(out.err), out.err
     assert not (tmp_path / "new").exists()
+
+
+def test_refused_audit_from_python_makes_no_folder(tmp_path):
+    "audit() refusing its data (a pair without rejected) leaves neither the new --out folder nor its parent."
+    from reward_auditor.audit import audit
+    from reward_auditor.data import DataError
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "p", "chosen": "a"}\n')
+    with pytest.raises(DataError, match="bad.jsonl"):
+        audit(str(bad), "length", ["EF"], permutations=200, out=tmp_path / "new" / "run", progress=False)
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with pytest.raises(DataError):
+        audit(str(bad), "length", ["EF"], permutations=200, out=kept, progress=False)
+    assert list(kept.iterdir()) == []                    # an existing folder: not even the lock file stays
 
 
 def test_refused_compare_makes_no_folder(capsys, tmp_path):
