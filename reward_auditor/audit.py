@@ -142,7 +142,7 @@ def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
 
 
 def data_fingerprint(frame: pd.DataFrame) -> str:
-    "sha256 over the canonical columns, row by row: same items in the same order → same hash."
+    "sha256 row by row over id, subset, prompt, chosen, rejected, earlier turns (where any) and step lists (step data)."
     h = hashlib.sha256()
     hk = [ra_data.history_key(x) for x in ra_data.history_of(frame)]  # earlier turns count only where there are some
     st = _step_columns(frame)  # step-annotated solutions: the step lists are items' content too (a PRM reads them)
@@ -1542,7 +1542,7 @@ def _turn_summary(frame: pd.DataFrame) -> dict:
 
 
 def check_writable(path: str | Path, option: str = "--out", create: bool = True) -> Path:
-    """Create the folder `path` and check a file can be written there, or raise AuditError naming `option`.
+    """Check a file can be written in the folder `path` (made first when `create`), or raise AuditError naming `option`.
 
     `create=False` creates nothing: the nearest folder that exists must take a file (a refused command leaves no
     empty output folder behind)."""
