@@ -85,14 +85,14 @@ def spec_option(field: str) -> str:
 def error_line(e: BaseException) -> str:
     "The one line printed for an error: program, 'error', the message printable on one line with secrets masked."
     from reward_auditor.guards import shown
-    msg = " ".join(str(e).split()) or type(e).__name__
+    msg = str(e).strip() or type(e).__name__  # one line below; runs of spaces stay (a quoted file name keeps them)
     if isinstance(e, SpecError):  # a spec's field, said as the option that sets it
         msg = f"{cli_syntax(' '.join(e.what.split()))} ({spec_option(e.field)})"
     msg = msg.replace("rename columns with columns={'old': 'new'}", COLUMNS_HINT)  # Python's advice, in flags
     if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
             e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
-    return f"{PROG}: error: {shown(msg)}"  # it can quote a server or a run folder: no escape reaches the terminal
+    return f"{PROG}: error: {shown(msg, keep_spaces=True)}"  # it can quote a server or a run folder: no escape reaches the terminal
 
 # %% ../nbs/10_cli.ipynb #c8f04616
 EXAMPLES = {

@@ -391,6 +391,17 @@ def test_deeply_nested_json_from_a_rewriter_is_a_rewriter_error_naming_the_serve
     assert f"{url}/v1/chat/completions" in str(info.value)
 
 
+def test_json_a_rewriter_parses_but_nests_too_deeply_is_refused_like_an_unparsable_one():
+    "The rewriter caught only the parser's RecursionError: content nested 980 levels deep parsed and went on."
+    from reward_auditor.rewriters import OpenAIRewriter, RewriterError
+    body = b'{"choices": [{"message": {"content": ' + b"[" * 980 + b"]" * 980 + b"}}]}"
+    with serve({"/v1/chat/completions": lambda h, b: (200, {}, body)}) as (url, _):
+        rw = OpenAIRewriter(base_url=url + "/v1", model="m", retries=0, cache=None)
+        with pytest.raises(RewriterError, match="nested too deeply") as info:
+            rw.rewrite(["text"], "rewrite")
+    assert f"{url}/v1/chat/completions" in str(info.value)
+
+
 @pytest.mark.parametrize("answer", [b'{"data": ' + b"[" * 980 + b"]" * 980 + b"}",   # parses, too deep to quote
                                     b'{"data": "one model"}', b'{"data": [1, 2]}', b'{"data": 7}'])
 def test_a_malformed_model_list_is_exit_2_naming_the_server(answer, capsys, tmp_path):
