@@ -28,10 +28,22 @@ class _CallableModule(_types.ModuleType):
         return getattr(self, self.__name__.rpartition(".")[2])(*args, **kwargs)
 
 
+def _audit_view(result) -> str:
+    """An audit's notebook view, drawn on the plots floor (`plots.audit_html`) from what the result hands over.
+
+    The result type keeps no drawing code and `audit` never imports `plots`; this face, above every floor,
+    attaches the view when `audit` is imported, and `plots` (pandas' Styler) loads only when a result is shown."""
+    from .audit import findings_html
+    from .plots import audit_html
+    return audit_html(repr(result).splitlines()[0], findings_html(result.table), result.table)
+
+
 class _Package(_types.ModuleType):
     def __setattr__(self, name, value):
         if name in _CALLABLE and isinstance(value, _types.ModuleType) and type(value) is _types.ModuleType:
             value.__class__ = _CallableModule  # set when the import system binds the submodule
+        if name == "audit" and isinstance(value, _types.ModuleType) and hasattr(value, "AuditResult"):
+            value.AuditResult._repr_html_ = _audit_view  # Jupyter's HTML view of a result
         super().__setattr__(name, value)
 
 

@@ -1619,16 +1619,3 @@ def findings_html(table: pd.DataFrame) -> str:
     "The findings frame as an escaped HTML table, captioned with its accuracy rule."
     return (findings(table).style.format(precision=3, escape="html").hide(axis="index")
             .set_caption(FINDINGS_CAPTION).to_html())
-
-
-def _audit_repr_html(self: AuditResult) -> str:
-    "Header, findings and the shaded risk table, for notebooks."
-    import html as _html
-    from reward_auditor import plots as ra_plots
-    head = _html.escape(repr(self).splitlines()[0])
-    table = ra_plots.risk_styler(self.table, rows=("model", "subset")).to_html()
-    return (f"<div><p><b>{head}</b></p><p><b>Findings</b></p>{findings_html(self.table)}"
-            f"<p><b>Risk table</b> (effect size; stars: adjusted p)</p>{table}</div>")
-
-
-AuditResult._repr_html_ = _audit_repr_html

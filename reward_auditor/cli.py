@@ -25,10 +25,10 @@ __all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'EXAMPLES', '
            'RESUME_THIS_COMMAND', 'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE', 'CONTROL_SCORERS', 'COMMANDS',
            'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'cli_syntax', 'spec_option', 'error_line', 'example_path',
            'rewriter_spec', 'make_rewriter', 'build_parser', 'resolve_audit_args', 'scorer_specs', 'make_scorers',
-           'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec', 'make_engine', 'data_spec', 'add_comparison',
-           'run_audit', 'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb',
-           'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta',
-           'cmd_calibration', 'cmd_models', 'cmd_compare', 'cmd_plan', 'quiet_bars', 'unknown_arguments',
+           'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec', 'make_engine', 'check_engine_address', 'data_spec',
+           'add_comparison', 'run_audit', 'load_step_solutions', 'run_prm_step_audits', 'cmd_audit', 'cmd_demo',
+           'cmd_perturb', 'cmd_cache', 'cmd_report', 'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol',
+           'cmd_meta', 'cmd_calibration', 'cmd_models', 'cmd_compare', 'cmd_plan', 'quiet_bars', 'unknown_arguments',
            'warning_lines', 'interrupted_line', 'main']
 
 # %% ../nbs/10_cli.ipynb #ab996116
@@ -166,7 +166,11 @@ def _use_example(ns, command: str) -> None:
 
 # %% ../nbs/10_cli.ipynb #42680b10
 class _Parser(argparse.ArgumentParser):
-    "An ArgumentParser whose errors are one line, raised as CLIError (exit code 2 in `main`)."
+    "An ArgumentParser whose errors are one line, raised as CLIError (exit code 2 in `main`), and that takes full option names only."
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):
         raise CLIError(message, self.prog)
 
@@ -518,7 +522,10 @@ def make_rewriter(args: dict, names: list[str]):
     if wanted and not (spec or {}).keys() & {"model", "url"}:  # the advice in options, not in a recipe
         raise CLIError(f"{', '.join(wanted)} need(s) a rewriter: pass --rewriter-model DIR (a local causal LM) or "
                        "--rewriter-url URL --rewriter-name MODEL (an OpenAI-compatible endpoint)", "--perturbations")
-    return rewriter_from(spec, names)
+    rewriter = rewriter_from(spec, names)
+    if (spec or {}).get("url") and hasattr(rewriter, "url_from"):  # a failed request names the flag, not OPENAI_BASE_URL
+        rewriter.url_from = "--rewriter-url"
+    return rewriter
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -879,6 +886,18 @@ def make_engine(args: dict):
     return engine_from(engine_spec(args))
 
 
+def check_engine_address(args: dict) -> None:
+    "With --engine ray and --address, a CLIError naming --address unless the cluster answers (before anything is loaded)."
+    if args.get("engine") != "ray" or not args.get("address"):
+        return
+    from reward_auditor.engines import EngineError, _require_ray, check_ray_address
+    _require_ray()  # no ray extra: its own message, not one about the address
+    try:
+        check_ray_address(str(args["address"]))
+    except EngineError as e:
+        raise CLIError(str(e), "--address") from None
+
+
 def data_spec(args: dict) -> dict:
     "The data spec of --data, --format, --limit and --columns (`specs.data_from`; --limit's seed is --seed)."
     return {"paths": args["data"], **{k: args[k] for k in ("format", "limit", "columns") if args.get(k) is not None}}
@@ -1139,7 +1158,9 @@ def _remove_if_unwritten(top: Path) -> None:
 
 
 def cmd_audit(ns) -> int:
-    return _locked_run(resolve_audit_args(vars(ns)), progress=_progress(ns))
+    args = resolve_audit_args(vars(ns))
+    check_engine_address(args)  # a cluster that is not there is said before models load and data is perturbed
+    return _locked_run(args, progress=_progress(ns))
 
 
 def cmd_demo(ns) -> int:

@@ -20,8 +20,8 @@ from .resources import cpu_seconds
 
 # %% auto #0
 __all__ = ['PAIR_COLS', 'ENGINES', 'EngineError', 'condition_frames', 'Unit', 'plan_units', 'scorer_recipe', 'build_scorer',
-           'score_unit', 'FillReport', 'commit_unit', 'Engine', 'LocalEngine', 'RayEngine', 'make_engine', 'splittable',
-           'meaning_check', 'PerturbPool', 'RayPerturbPool', 'engine_perturber']
+           'score_unit', 'FillReport', 'commit_unit', 'Engine', 'LocalEngine', 'RayEngine', 'make_engine',
+           'check_ray_address', 'splittable', 'meaning_check', 'PerturbPool', 'RayPerturbPool', 'engine_perturber']
 
 # %% ../nbs/08_engines.ipynb #8cdca771
 class EngineError(RuntimeError):
@@ -369,6 +369,56 @@ def make_engine(name: str = "local", **kw) -> Engine:
     if name == "local":
         kw = {k: v for k, v in kw.items() if k == "unit_batches"}
     return ENGINES[name](**kw)
+
+# %% ../nbs/08_engines.ipynb #024121fb
+def _host_port(address: str, default_port: int | None = None) -> tuple[str, int]:
+    "(host, port) of 'host:port', '[v6]:port' or 'ray://host[:port]', or an EngineError."
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    rest = rest.split("/", 1)[0]
+    host, sep, port = rest.rpartition(":")
+    if not sep or "]" in port:
+        host, port = rest, None
+    host = host.strip("[]")
+    if port is None and default_port is None or not host:
+        raise EngineError(f"Ray address {address!r} is not host:port, ray://host:port or 'auto'")
+    try:
+        return host, int(port) if port is not None else int(default_port)
+    except ValueError:
+        raise EngineError(f"Ray address {address!r} has a port that is not a number") from None
+
+
+def check_ray_address(address: str | None, timeout: float = 2.0) -> str | None:
+    "The host:port a Ray address ('auto', 'host:port', 'ray://host:port') reaches, or an EngineError saying why not."
+    import socket
+    ray = _require_ray()
+    if ray.is_initialized():
+        return None                                  # this process is connected already: ray.init is skipped
+    if address in (None, "auto") and os.environ.get("RAY_ADDRESS"):
+        address = os.environ["RAY_ADDRESS"]          # as ray.init reads it
+    if address in (None, "local"):
+        return None                                  # a local instance is started
+    resolved = address
+    if address == "auto":
+        try:
+            from ray._private.services import get_ray_address_from_environment
+        except ImportError:                          # another Ray layout: leave the lookup to ray.init
+            return None
+        try:
+            resolved = get_ray_address_from_environment(address, None)
+        except ConnectionError:
+            raise EngineError("no running Ray cluster found for address 'auto' (start one with `ray start --head`, "
+                              "give its host:port, or drop the address to start a local instance)") from None
+        if resolved is None:
+            return None
+    if "://" in str(resolved) and not str(resolved).startswith("ray://"):
+        return None                                  # another protocol (a hosted service): Ray's own to check
+    host, port = _host_port(str(resolved), 10001 if str(resolved).startswith("ray://") else None)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        named = f"{resolved} (from {address!r})" if resolved != address else resolved
+        raise EngineError(f"cannot reach the Ray cluster at {named}: {getattr(e, 'strerror', None) or e}") from None
+    return f"{host}:{port}"
 
 # %% ../nbs/08_engines.ipynb #6e4ba0a5
 def splittable(p) -> bool:

@@ -136,6 +136,9 @@ def minilm_tokenizer(folder: Path):
     return tok
 
 
+_TOKENIZED: dict[Path, dict[str, list[int]]] = {}  # per tokenizer folder: ids `same_tokens` made, for `lengths`
+
+
 class MiniLMTokens:
     "What both encoders share: the folder, its tokenizer, and token ids counted once and then batched."
     def __init__(self, folder: Path):
@@ -145,7 +148,12 @@ class MiniLMTokens:
 
     def lengths(self, texts: list[str]) -> list[int]:
         "Token count of each text after the cut at 256 tokens (the ids are kept: `token_ids` takes them, not the tokenizer again)."
-        enc = [x.ids for x in self.tok.encode_batch(list(texts))]
+        known = _TOKENIZED.get(self.folder, {})   # texts `same_tokens` has just tokenized are not tokenized again
+        enc = [known.pop(t, None) for t in texts]
+        rest = [t for t, e in zip(texts, enc) if e is None]
+        if rest:
+            fresh = iter([x.ids for x in self.tok.encode_batch(rest)])
+            enc = [next(fresh) if e is None else e for e in enc]
         self._ids = dict(zip(texts, enc))
         return [len(t) for t in enc]
 
@@ -345,7 +353,12 @@ def _pieces(before: str, after: str) -> list[tuple[str, str]]:
 def same_tokens(folder: Path, before: list[str], after: list[str]) -> np.ndarray:
     "Whether each pair gives the encoder the same token ids (after the cut): equal inputs, equal vectors, similarity 1."
     tok = minilm_tokenizer(folder)
-    return np.array([x.ids == y.ids for x, y in zip(tok.encode_batch(before), tok.encode_batch(after))], bool)
+    enc = [[x.ids for x in tok.encode_batch(list(side))] for side in (before, after)]
+    same = np.array([x == y for x, y in zip(*enc)], bool)
+    # the pairs that differ are embedded next: their ids wait for the encoder (in place of an earlier call's)
+    _TOKENIZED[Path(folder)] = {t: ids for side, e in zip((before, after), enc)
+                                for t, ids, s in zip(side, e, same) if not s}
+    return same
 
 
 def semantic_filter(name: str, before: list[str], after: list[str], device: str | None = None) -> tuple[list[str], dict]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from functools import lru_cache
-from difflib import SequenceMatcher
+from difflib import SequenceMatcher  # the reference the token diff below is tested against
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -241,6 +241,141 @@ def _affixes(a: str, b: str) -> tuple[int, int]:
     return p, lo
 
 
+_HASH_BASE = 0x100000001B3  # odd, so it has an inverse modulo 2**64
+_HASH_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _prefix_hash(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    "Prefix sums of h(id_s)·base^s and the inverse powers base^-s, modulo 2**64 (uint64 arithmetic wraps)."
+    n = len(ids)
+    pw, ipw = np.empty(n, np.uint64), np.empty(n, np.uint64)
+    g = np.zeros(n + 1, np.uint64)
+    if n:
+        with np.errstate(over="ignore"):
+            pw[0] = ipw[0] = 1
+            pw[1:], ipw[1:] = _HASH_BASE, pow(_HASH_BASE, -1, 1 << 64)
+            pw, ipw = np.cumprod(pw, dtype=np.uint64), np.cumprod(ipw, dtype=np.uint64)
+            np.cumsum((ids.astype(np.uint64) * _HASH_MIX + np.uint64(1)) * pw, dtype=np.uint64, out=g[1:])
+    return g, ipw
+
+
+class _TokenDiff:
+    """The changed runs of a token diff: longest common run first, then the same on each side of it, recursively.
+
+    The result is by definition that of `difflib.SequenceMatcher(None, a, b, autojunk=popular).get_opcodes()`
+    (ties go to the earliest place in `a`, then in `b`; with `popular`, a token more frequent than 1 % of a
+    `b` of >= 200 tokens cannot start a match but extends one); only the search for the longest run is faster
+    where it costs most. A window whose equal-token pairs are few is scanned directly (one pass over `a`
+    with each token's places in `b`); one with many pairs — long texts full of repeated words — is searched
+    by bisection on the run length, each length checked by rolling hashes of both sides and every hash hit
+    verified token by token, so the answer is exact."""
+    DIRECT_AREA, DIRECT_PAIRS = 250_000, 20  # direct scan when n·m <= 250,000 or pairs <= 20·(n + m)
+
+    def __init__(self, ta: Sequence[str], tb: Sequence[str], popular: bool = False):
+        self.ta, self.tb, self.places, self.popular, self.A = ta, tb, {}, set(), None
+        for j, t in enumerate(tb):
+            self.places.setdefault(t, []).append(j)
+        if popular and len(tb) >= 200:  # a popular token starts no match: it is left out of the scan's index
+            cap = len(tb) // 100 + 1
+            self.popular = {t for t, js in self.places.items() if len(js) > cap}
+            for t in self.popular:
+                del self.places[t]
+
+    def _arrays(self):
+        "Token ids (each place of a popular token an id of its own) and rolling-hash prefixes."
+        if self.A is None:
+            vocab: dict = {}
+            A = np.array([vocab.setdefault(t, len(vocab)) for t in self.ta], np.int64)
+            B = np.array([vocab.setdefault(t, len(vocab)) for t in self.tb], np.int64)
+            top = len(vocab)
+            if self.popular:
+                drop = np.array([vocab[t] for t in self.popular], np.int64)
+                for side in (A, B):
+                    hit = np.isin(side, drop)
+                    side[hit] = top + np.arange(int(hit.sum()))
+                    top += int(hit.sum())
+            self.A, self.B = A, B
+            self.GA, self.PA = _prefix_hash(A)
+            self.GB, self.PB = _prefix_hash(B)
+
+    def _scan(self, alo: int, ahi: int, blo: int, bhi: int) -> tuple[int, int, int]:
+        "Longest common run by one pass over a's tokens: the run length ending at each equal pair (i, j)."
+        ta, places = self.ta, self.places
+        bi, bj, bk = alo, blo, 0
+        ending: dict = {}
+        for i in range(alo, ahi):
+            js, now = places.get(ta[i]), {}
+            if js:
+                before = ending.get
+                for j in (js[bisect_left(js, blo):] if blo and js[0] < blo else js):
+                    if j >= bhi:
+                        break
+                    k = now[j] = before(j - 1, 0) + 1
+                    if k > bk:
+                        bi, bj, bk = i - k + 1, j - k + 1, k
+            ending = now
+        return bi, bj, bk
+
+    def _first(self, k: int, alo: int, ahi: int, blo: int, bhi: int):
+        "The first common run of length k (by place in a, then in b), or None: hash hits verified."
+        with np.errstate(over="ignore"):
+            ha = (self.GA[alo + k:ahi + 1] - self.GA[alo:ahi - k + 1]) * self.PA[alo:ahi - k + 1]
+            hb = (self.GB[blo + k:bhi + 1] - self.GB[blo:bhi - k + 1]) * self.PB[blo:bhi - k + 1]
+        for ci in np.flatnonzero(np.isin(ha, hb)):
+            i = alo + int(ci)
+            for cj in np.flatnonzero(hb == ha[ci]):
+                j = blo + int(cj)
+                if np.array_equal(self.A[i:i + k], self.B[j:j + k]):
+                    return i, j
+        return None
+
+    def _bisect(self, alo: int, ahi: int, blo: int, bhi: int) -> tuple[int, int, int]:
+        self._arrays()
+        lo, hi, best = 0, min(ahi - alo, bhi - blo), (alo, blo)
+        while lo < hi:  # a common run of length k implies one of every shorter length
+            mid = (lo + hi + 1) // 2
+            hit = self._first(mid, alo, ahi, blo, bhi)
+            lo, hi, best = (mid, hi, hit) if hit is not None else (lo, mid - 1, best)
+        return best[0], best[1], lo
+
+    def longest(self, alo: int, ahi: int, blo: int, bhi: int) -> tuple[int, int, int]:
+        "The longest common run inside the window, widened over equal (popular) tokens on both sides."
+        n, m = ahi - alo, bhi - blo
+        direct = n * m <= self.DIRECT_AREA
+        if not direct:  # the equal pairs of a's tokens with all of b bound the scan's work from above
+            places = self.places
+            direct = sum(len(places.get(t, ())) for t in self.ta[alo:ahi]) <= self.DIRECT_PAIRS * (n + m)
+        i, j, k = (self._scan if direct else self._bisect)(alo, ahi, blo, bhi)
+        ta, tb = self.ta, self.tb
+        while i > alo and j > blo and ta[i - 1] == tb[j - 1]:
+            i, j, k = i - 1, j - 1, k + 1
+        while i + k < ahi and j + k < bhi and ta[i + k] == tb[j + k]:
+            k += 1
+        return i, j, k
+
+    def blocks(self) -> list[tuple[int, int, int]]:
+        "The matching runs (i, j, k), in order."
+        todo, out = [(0, len(self.ta), 0, len(self.tb))], []
+        while todo:
+            alo, ahi, blo, bhi = todo.pop()
+            i, j, k = self.longest(alo, ahi, blo, bhi)
+            if k:
+                out.append((i, j, k))
+                if alo < i and blo < j:
+                    todo.append((alo, i, blo, j))
+                if i + k < ahi and j + k < bhi:
+                    todo.append((i + k, ahi, j + k, bhi))
+        return sorted(out)
+
+    def gaps(self) -> Iterable[tuple[int, int, int, int]]:
+        "The changed runs (i1, i2, j1, j2) between the matching ones: a[i1:i2] became b[j1:j2]."
+        i = j = 0
+        for bi, bj, k in [*self.blocks(), (len(self.ta), len(self.tb), 0)]:
+            if i < bi or j < bj:
+                yield i, bi, j, bj
+            i, j = bi + k, bj + k
+
+
 def edit_size(a: str, b: str) -> int:
     "Character edits between `a` and `b`: exact Levenshtein when the changed middle is short, else a token diff."
     if a == b:
@@ -251,10 +386,8 @@ def edit_size(a: str, b: str) -> int:
         return _levenshtein(a, b)
     ta, tb = _TOKEN_RE.findall(a), _TOKEN_RE.findall(b)
     total = 0
-    # the popular-token heuristic keeps very long texts (> 2,000 tokens) fast; shorter ones get the exact diff
-    for op, i1, i2, j1, j2 in SequenceMatcher(None, ta, tb, autojunk=len(ta) + len(tb) > 2000).get_opcodes():
-        if op == "equal":
-            continue
+    # the popular-token rule keeps very long texts (> 2,000 tokens) fast; shorter ones get the plain recursion
+    for i1, i2, j1, j2 in _TokenDiff(ta, tb, popular=len(ta) + len(tb) > 2000).gaps():
         x, y = "".join(ta[i1:i2]), "".join(tb[j1:j2])
         total += _levenshtein(x, y) if len(x) <= 64 and len(y) <= 64 else max(len(x), len(y))
     return total

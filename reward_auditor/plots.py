@@ -19,9 +19,9 @@ from .tables import plain_text
 
 # %% auto #0
 __all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'UNTESTABLE_CSS', 'DELTA_ZERO', 'DELTA_COLOURS', 'perturbation_order',
-           'risk_matrix', 'risk_styler', 'radar', 'meta_radar', 'delta_distributions', 'accuracy_vs_suitability',
-           'correlation_heatmap', 'meta_evaluation', 'pairwise_matrices', 'rank_intervals', 'reliability_diagram',
-           'margin_histogram', 'step_score_strips']
+           'risk_matrix', 'risk_styler', 'audit_html', 'radar', 'meta_radar', 'delta_distributions',
+           'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation', 'pairwise_matrices', 'rank_intervals',
+           'reliability_diagram', 'margin_histogram', 'step_score_strips']
 
 # %% ../nbs/03_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -138,6 +138,13 @@ def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: st
     if caption:
         st = st.set_caption(html.escape(caption))
     return st
+
+# %% ../nbs/03_plots.ipynb #c29b0174
+def audit_html(head: str, findings: str, table: pd.DataFrame) -> str:
+    "An audit's notebook view: its header line (escaped here), its findings HTML and its shaded risk table."
+    shaded = risk_styler(table, rows=("model", "subset")).to_html()
+    return (f"<div><p><b>{html.escape(head)}</b></p><p><b>Findings</b></p>{findings}"
+            f"<p><b>Risk table</b> (effect size; stars: adjusted p)</p>{shaded}</div>")
 
 # %% ../nbs/03_plots.ipynb #8ada86b0
 def radar(table: pd.DataFrame, by: str = "subset", value: str = "effect_size", models: Sequence[str] | None = None,

@@ -463,9 +463,12 @@ class OpenAIRewriter(CachedRewriter):
 
     def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
                  max_tokens: int = 2048, temperature: float = 0.0, seed: int = 0, timeout: float = 120,
-                 retries: int = 4, concurrency: int = 4, cache="auto"):
+                 retries: int = 4, concurrency: int = 4, cache="auto", url_from: str | None = None):
         super().__init__(cache)
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        # where the URL and the key came from, named by a failed request's advice
+        self.url_from = (url_from or "the base_url argument") if base_url else "OPENAI_BASE_URL"
+        self.key_from = "the api_key argument" if api_key is not None else "OPENAI_API_KEY"
         self.model = model or os.environ.get("REWARD_AUDITOR_REWRITER_MODEL") or os.environ.get("OPENAI_MODEL")
         if not self.model:
             raise RewriterError("OpenAIRewriter needs a model: pass model= or set REWARD_AUDITOR_REWRITER_MODEL")
@@ -491,22 +494,23 @@ class OpenAIRewriter(CachedRewriter):
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        url, err = f"{self.base_url}/chat/completions", None
+        url, err, check = f"{self.base_url}/chat/completions", None, self.url_from
         for attempt in range(self.retries + 1):
             try:
                 status, _, raw = http_exchange(url, body, headers, "POST", timeout=self.timeout)
             except (RedirectRefused, ResponseTooLarge) as e:
                 raise RewriterError(f"{url}: {e}") from None
             except (DeadlineExceeded, OSError) as e:
-                err = f"cannot reach {url}: {getattr(e, 'reason', e)}"
+                err, check = f"cannot reach {url}: {getattr(e, 'reason', e)}", self.url_from
             else:
                 if status < 300:
                     return self._content(url, raw)
                 err = f"HTTP {status}: {shown(raw.decode('utf-8', 'replace'), 300)}"
+                check = self.key_from if status in (401, 403) else self.url_from
                 if status not in (408, 409, 429) and status < 500:
                     break
             time.sleep(min(30.0, 0.5 * 2 ** attempt))
-        raise RewriterError(f"{self.backend} request to {url} failed: {err}; check OPENAI_BASE_URL / OPENAI_API_KEY")
+        raise RewriterError(f"{self.backend} request to {url} failed: {err}; check {check}")
 
     @staticmethod
     def _content(url: str, raw: bytes) -> str:

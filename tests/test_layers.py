@@ -1,4 +1,5 @@
 """The package is a one-way house: no import circles (lazy imports inside functions count) and no import that climbs a floor.
+Results draw nothing themselves: only the plots and report floors import `plots`, and no notebook view draws.
 Its notebooks are numbered the same way: one two-digit number per floor, and each sorts after those of what it imports.
 
 Every module's imports are read with `ast` and every notebook's `#| default_exp` from its JSON, so nothing is run here."""
@@ -44,10 +45,10 @@ def package_modules() -> dict[str, Path]:
     return {p.stem: p for p in PKG.glob("*.py") if not p.stem.startswith("_")}
 
 
-def imports_of(path: Path, modules) -> dict[str, int]:
-    "The package modules a file imports (module level or inside functions, relative or absolute), with a line each."
+def imports_of(path: Path, modules, tree: ast.AST | None = None) -> dict[str, int]:
+    "The package modules a file (or `tree`, a part of it) imports (module level or inside functions, relative or absolute), with a line each."
     found = {}
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree or ast.parse(path.read_text(encoding="utf-8"))):
         names = []
         if isinstance(node, ast.ImportFrom):
             mod = node.module or ""
@@ -65,10 +66,10 @@ def imports_of(path: Path, modules) -> dict[str, int]:
     return found
 
 
-def third_party_of(path: Path) -> set[str]:
-    "Top-level names of the libraries a file imports anywhere."
+def third_party_of(path: Path, tree: ast.AST | None = None) -> set[str]:
+    "Top-level names of the libraries a file (or `tree`, a part of it) imports anywhere."
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree or ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             out |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -186,6 +187,48 @@ def test_statistics_never_reach_scorers_engines_or_torch():
 def test_plots_only_draw():
     deps = set(graph()["plots"])
     assert deps <= {"stats", "tables", "safety"}, f"plots imports {sorted(deps)}: it draws what it is given"
+
+
+# The display rule: results hand plain frames to the floors that draw; they keep no drawing code themselves.
+DRAWS = {"plots", "reports"}  # the floors that may import `plots` (the package's face, `__init__`, attaches views)
+DRAWING_LIBS = {"matplotlib", "seaborn", "plotly"}
+
+
+def drawing_views(path: Path, modules) -> list[str]:
+    "Notebook views (`_repr_html_`, defined in a class or assigned to one) that import `plots` or a plotting library."
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assigned = {node.value.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+                and any(isinstance(t, ast.Attribute) and t.attr == "_repr_html_" for t in node.targets)}
+    bad = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and (fn.name == "_repr_html_" or fn.name in assigned):
+            ours = {d for d in imports_of(path, modules, tree=fn) if d == "plots"}
+            libs = third_party_of(path, tree=fn) & DRAWING_LIBS
+            bad += [(fn.lineno, f"{path.stem}.py:{fn.lineno} {fn.name} imports {d}") for d in sorted(ours | libs)]
+    return [b for _, b in sorted(bad)]
+
+
+def test_the_display_check_sees_a_view_that_draws(tmp_path):
+    (tmp_path / "audit.py").write_text(
+        "class R:\n    def _repr_html_(self):\n        import matplotlib.pyplot as plt\n\n"
+        "class S:\n    def _repr_html_(self):\n        return '<p>'\n\n"
+        "def _view(self):\n    from reward_auditor import plots as P\n    return P.risk_styler(self.t).to_html()\n\n"
+        "S._repr_html_ = _view\n")
+    assert drawing_views(tmp_path / "audit.py", {"audit", "plots"}) == [
+        "audit.py:2 _repr_html_ imports matplotlib", "audit.py:9 _view imports plots"]
+
+
+def test_only_the_drawing_floors_import_plots():
+    bad = [f"{m}.py:{line} imports plots ({NAME[FLOOR[m]]} floor): hand the frames to a view on the plots or report floor"
+           for m, deps in graph().items() if m in FLOOR and NAME[FLOOR[m]] not in DRAWS
+           for d, line in deps.items() if d == "plots"]
+    assert not bad, "\n".join(bad)
+
+
+def test_result_views_do_not_draw():
+    mods = package_modules()
+    bad = [b for m, p in sorted(mods.items()) if m in FLOOR and NAME[FLOOR[m]] not in DRAWS for b in drawing_views(p, mods)]
+    assert not bad, "\n".join(bad)
 
 
 def test_scorers_face_is_the_only_way_up_the_scorer_layer():

@@ -321,6 +321,84 @@ def test_edit_size_levenshtein_matches_table():
     assert P.edit_size(base, base + "!") == 1
 
 
+def _difflib_gaps(ta, tb):
+    "The changed runs of difflib's token diff as edit_size used it (popular-token rule over 2,000 tokens)."
+    from difflib import SequenceMatcher
+    sm = SequenceMatcher(None, ta, tb, autojunk=len(ta) + len(tb) > 2000)
+    return [(i1, i2, j1, j2) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
+
+
+def _token_diff_both_ways(ta, tb):
+    "The token diff's changed runs with the direct scan and with the hashed bisection forced everywhere."
+    from reward_auditor import perturbation_base as pb
+    popular = len(ta) + len(tb) > 2000
+    scan = list(pb._TokenDiff(ta, tb, popular).gaps())
+    forced = pb._TokenDiff(ta, tb, popular)
+    forced.DIRECT_AREA, forced.DIRECT_PAIRS = -1, -1
+    return scan, list(forced.gaps())
+
+
+_TOKENS = st.sampled_from(["a", " a", " b", " the", ",", ".", " c", "\n", " x1", " y"])
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_TOKENS, max_size=160), st.lists(st.tuples(st.integers(0, 159), st.sampled_from(["", " z", " a", "."])),
+                                                  max_size=30))
+def test_token_diff_is_difflibs(ta, edits):
+    tb = list(ta)
+    for at, tok in edits:  # replace, drop or insert tokens: texts with many repeated tokens and shifted copies
+        at = at % (len(tb) + 1)
+        tb[at:at + (1 if tok else 2)] = [tok] if tok else []
+    ref = _difflib_gaps(ta, tb)
+    scan, hashed = _token_diff_both_ways(ta, tb)
+    assert scan == ref and hashed == ref
+
+
+def test_token_diff_is_difflibs_over_2000_tokens():
+    rng = np.random.default_rng(11)
+    vocab = np.array([" the", " a", ",", ".", " of", " and", " to"] + [f" w{i}" for i in range(120)])
+    for n, p_common in ((1100, 0.6), (1500, 0.9), (2600, 0.3), (900, 0.95)):
+        for _ in range(2):  # popular tokens (> 1 % of b's places) cannot start a match past 2,000 tokens
+            ta = [vocab[rng.integers(7)] if rng.random() < p_common else vocab[rng.integers(len(vocab))]
+                  for _ in range(n)]
+            tb = [t if rng.random() > 0.05 else str(vocab[rng.integers(len(vocab))]) for t in ta]
+            cut = int(rng.integers(0, n))
+            tb = tb[:cut] + tb[cut + int(rng.integers(0, 60)):] + ta[:int(rng.integers(0, 300))]
+            ref = _difflib_gaps(ta, tb)
+            scan, hashed = _token_diff_both_ways(ta, tb)
+            assert scan == ref and hashed == ref, (n, p_common)
+
+
+def test_edit_size_equals_difflib_version_on_rmbench():
+    import json
+    from difflib import SequenceMatcher
+    from reward_auditor import perturbation_base as pb
+
+    def before(a, b):  # edit_size as it was with difflib's token diff
+        if a == b:
+            return 0
+        p, s = pb._affixes(a, b)
+        a, b = a[p:len(a) - s], b[p:len(b) - s]
+        if len(a) <= 64 and len(b) <= 64:
+            return pb._levenshtein(a, b)
+        ta, tb = pb._TOKEN_RE.findall(a), pb._TOKEN_RE.findall(b)
+        total = 0
+        for op, i1, i2, j1, j2 in SequenceMatcher(None, ta, tb, autojunk=len(ta) + len(tb) > 2000).get_opcodes():
+            if op != "equal":
+                x, y = "".join(ta[i1:i2]), "".join(tb[j1:j2])
+                total += pb._levenshtein(x, y) if len(x) <= 64 and len(y) <= 64 else max(len(x), len(y))
+        return total
+    folder = shared_file("rm-bench")
+    n = 0
+    for f in sorted(folder.glob("*_filtered.json")):
+        for x in json.loads(f.read_text(encoding="utf-8")):
+            # chosen against rejected in each style, and the concise against the detailed chosen answer
+            for a, b in [*zip(x["chosen"], x["rejected"]), (x["chosen"][0], x["chosen"][1])]:
+                assert pb.edit_size(a, b) == before(a, b), (f.name, x["id"])
+                n += 1
+    assert n > 3000
+
+
 @pytest.mark.skipif(not P.DEBIAN_WORDNET.is_dir(), reason="Debian WordNet absent (apt-get install wordnet-base wordnet-sense-index)")
 def test_debian_wordnet_folder_is_copied_with_lexnames(tmp_path):
     dest = P.build_wordnet_folder(dest=tmp_path)
