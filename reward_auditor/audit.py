@@ -152,7 +152,7 @@ def _row_bytes(frame: pd.DataFrame) -> list[bytes]:
 
 
 def data_fingerprint(frame: pd.DataFrame) -> str:
-    "sha256 over the canonical columns, row by row: same items in the same order → same hash."
+    "sha256 row by row over id, subset, prompt, chosen, rejected, earlier turns (where any) and step lists (step data)."
     h = hashlib.sha256()
     for row in _row_bytes(frame):
         h.update(row)
@@ -1576,7 +1576,7 @@ def _turn_summary(frame: pd.DataFrame) -> dict:
 
 
 def check_writable(path: str | Path, option: str = "--out", create: bool = True) -> Path:
-    """Create the folder `path` and check a file can be written there, or raise AuditError naming `option`.
+    """Check a file can be written in the folder `path` (made first when `create`), or raise AuditError naming `option`.
 
     `create=False` creates nothing: the nearest folder that exists must take a file (a refused command leaves no
     empty output folder behind)."""

@@ -85,14 +85,14 @@ def spec_option(field: str) -> str:
 def error_line(e: BaseException) -> str:
     "The one line printed for an error: program, 'error', the message printable on one line with secrets masked."
     from reward_auditor.guards import shown
-    msg = " ".join(str(e).split()) or type(e).__name__
+    msg = str(e).strip() or type(e).__name__  # one line below; runs of spaces stay (a quoted file name keeps them)
     if isinstance(e, SpecError):  # a spec's field, said as the option that sets it
         msg = f"{cli_syntax(' '.join(e.what.split()))} ({spec_option(e.field)})"
     msg = msg.replace("rename columns with columns={'old': 'new'}", COLUMNS_HINT)  # Python's advice, in flags
     if isinstance(e, OSError) and e.filename and (e.errno in _USER_ERRNOS or isinstance(
             e, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError))):
         msg = f"{e.strerror or type(e).__name__} ({e.filename})"
-    return f"{PROG}: error: {shown(msg)}"  # it can quote a server or a run folder: no escape reaches the terminal
+    return f"{PROG}: error: {shown(msg, keep_spaces=True)}"  # it can quote a server or a run folder: no escape reaches the terminal
 
 # %% ../nbs/10_cli.ipynb #c8f04616
 EXAMPLES = {
@@ -205,6 +205,17 @@ def _prm_threshold(s: str) -> float:
     if not 0 <= v <= 1:  # NaN fails this too
         raise argparse.ArgumentTypeError(f"the threshold is a step-score probability: it must lie in [0, 1], got {s}")
     return v
+
+
+def _checked_prm_threshold(v) -> float:
+    "A threshold from the command line or from a saved run.json (on --resume): a number in [0, 1], else CLIError."
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        from reward_auditor.guards import shown
+        raise CLIError(f"the threshold must be a number, got {shown(repr(v), 80)}", "--prm-threshold")
+    try:
+        return _prm_threshold(str(v))
+    except argparse.ArgumentTypeError as e:
+        raise CLIError(str(e), "--prm-threshold") from None
 
 
 def _mapping(s: str):
@@ -965,6 +976,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
                   multiplicity=args["multiplicity"], margin=args["margin"], family=args["family"],
                   preset=args["preset"], two_sided=args.get("two_sided"),
                   group_weights=args.get("group_weights"), effect_ci=args.get("effect_ci", "bca"))  # every statistical setting is checked before anything is loaded
+    if args.get("prm_threshold") is not None:  # also one taken from run.json on --resume: refused before any work
+        _checked_prm_threshold(args["prm_threshold"])
     data, solutions = None, None
     if args.get("data"):
         from reward_auditor.safety import check_utf8, reading
@@ -1004,9 +1017,12 @@ def run_audit(args: dict, progress: bool = True) -> int:
     _check_device(args.get("device"))
     rewriter = make_rewriter(args, perturbation_names(pert) if pert is not None else [])
     scorers = make_scorers(args)
-    for sc in scorers if solutions is not None else ():  # a PRM refuses a solution it can never read, before any work
-        if hasattr(sc, "check_lengths"):
+    for sc in scorers if solutions is not None else ():  # before any work, the pair audit's included:
+        if hasattr(sc, "check_lengths"):  # a PRM refuses a solution it can never read
             sc.check_lengths(solutions["steps"].tolist(), solutions["solution_id"].astype(str).tolist())
+        if hasattr(sc, "score_solutions"):  # and a link that would take its step-audit files out of the run folder
+            from reward_auditor.prm_audit import PRMAuditResult
+            PRMAuditResult.check_paths(out / "prm" / sc.name, out)
     from reward_auditor.safety import atomic_write, run_file
 
     def save_arguments():  # once every input is checked: a refused command leaves the folder as it was
@@ -1079,13 +1095,15 @@ def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progres
         names += [n for n in STEP_PERTURBATIONS if n not in names]
     from reward_auditor.safety import run_file
     cache = args.get("cache")
-    for part in ("-wal", "-shm", "-journal", "") if not cache else ():  # the run folder's own files, not links
-        cache = run_file(out, "scores.sqlite" + part)
+    if not cache:  # the run folder's own cache: it and its journal files are checked not to be links
+        for part in ("-wal", "-shm", "-journal"):
+            run_file(out, "scores.sqlite" + part)
+        cache = run_file(out, "scores.sqlite")
     done = {}
     for sc in scorers:
         if not hasattr(sc, "score_solutions"):
             continue
-        PRMAuditResult.check_paths(out / "prm" / sc.name, out)  # refused before any scoring
+        PRMAuditResult.check_paths(out / "prm" / sc.name, out)  # again here, for callers other than run_audit
         res = prm_step_audit(solutions, sc, names, seed=args["seed"], threshold=args.get("prm_threshold"),
                              cache=cache, B=args["permutations"], progress=progress)
         res.save(out / "prm" / sc.name, root=out)  # every file checked to lie inside the run folder

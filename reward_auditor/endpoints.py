@@ -18,16 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .guards import (MAX_RESPONSE_BYTES, DeadlineExceeded, RedirectRefused, ResponseTooLarge,
-                                   http_exchange, mask_secrets, register_secret, shown)
+from .guards import (MAX_RESPONSE_BYTES, DeadlineExceeded, JSONTooDeep, RedirectRefused,
+                                   ResponseTooLarge, http_exchange, loads_shallow, mask_secrets, register_secret, shown)
 from .scorer_kinds import (FALLBACK_MAX_LENGTH, HFScorer, JudgeScorer, PointwiseScorer, ScorerError,
                                          _load_tokenizer, answer_truncated, encode_text, folder_fingerprint,
                                          pack_encoded, render_chat, truncate_ids, unpack_encoded)
 
 # %% auto #0
-__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'MAX_JSON_DEPTH', 'EndpointError', 'quote_answer', 'finite_number', 'nested_deeper',
-           'EndpointClient', 'served_identity', 'served_name', 'served_max_length', 'classify_rewards',
-           'EndpointRewardScorer', 'EndpointJudgeScorer', 'EndpointChatJudgeScorer']
+__all__ = ['API_KEY_ENV', 'RETRY_STATUS', 'EndpointError', 'quote_answer', 'finite_number', 'EndpointClient', 'served_identity',
+           'served_name', 'served_max_length', 'classify_rewards', 'EndpointRewardScorer', 'EndpointJudgeScorer',
+           'EndpointChatJudgeScorer']
 
 # %% ../nbs/06b_endpoints.ipynb #9dc5be39
 class EndpointError(ScorerError):
@@ -56,20 +56,6 @@ def finite_number(v) -> float | None:
 
 API_KEY_ENV = "REWARD_AUDITOR_API_KEY"
 RETRY_STATUS = (429, 500, 502, 503, 504)
-MAX_JSON_DEPTH = 64   # no answer a scorer reads nests deeper than a handful of levels
-
-
-def nested_deeper(obj, limit: int = MAX_JSON_DEPTH) -> bool:
-    "True when a parsed JSON value nests lists and objects more than `limit` levels deep (walked without recursion)."
-    stack = [(obj, 1)] if isinstance(obj, (list, dict)) else []
-    while stack:
-        o, depth = stack.pop()
-        if depth > limit:
-            return True
-        stack.extend((v, depth + 1) for v in (o.values() if isinstance(o, dict) else o) if isinstance(v, (list, dict)))
-    return False
-
-
 class EndpointClient:
     """JSON over HTTP with retries (429/5xx/timeouts, exponential back-off) and an immediate error on other 4xx.
     Each request has a wall-clock deadline of `timeout` seconds and at most `max_bytes` of answer; redirects are
@@ -132,13 +118,11 @@ class EndpointClient:
     def _json(url: str, body: bytes) -> dict:
         "The JSON object a server answered, or an EndpointError quoting what it sent instead."
         try:
-            out = json.loads(body)
-            if nested_deeper(out):  # parsed, but too deep to quote or walk safely: refused like an unparsable one
-                raise RecursionError
+            out = loads_shallow(body)  # too deep to parse, or to quote and walk safely: `guards.JSONTooDeep`
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise EndpointError(f"{url} answered with something that is not JSON ({e}): "
                                 f"{quote_answer(body.decode('utf-8', 'replace'))}") from None
-        except RecursionError:
+        except JSONTooDeep:
             raise EndpointError(f"{url} answered JSON nested too deeply to read ({len(body)} bytes beginning "
                                 f"{quote_answer(body[:60].decode('utf-8', 'replace'), 60)}); no scorer's answer "
                                 "nests like that") from None

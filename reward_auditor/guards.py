@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import http.client
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -26,11 +27,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 # %% auto #0
-__all__ = ['MASK', 'SECRET_ENV', 'MAX_RESPONSE_BYTES', 'ERROR_BODY_BYTES', 'MAX_INPUT_MB_ENV', 'MAX_INPUT_MB', 'register_secret',
-           'mask_secrets', 'mask_deep', 'shown', 'DeadlineExceeded', 'ResponseTooLarge', 'RedirectRefused',
-           'PlainHttpKeyWarning', 'origin', 'is_loopback', 'warn_plain_http_key', 'http_exchange', 'InputTooLarge',
-           'max_input_bytes', 'read_gzip_capped', 'read_parquet_capped', 'read_parquet_frame', 'cache_lock',
-           'unpack_zip_once']
+__all__ = ['MASK', 'SECRET_ENV', 'MAX_JSON_DEPTH', 'MAX_RESPONSE_BYTES', 'ERROR_BODY_BYTES', 'MAX_INPUT_MB_ENV', 'MAX_INPUT_MB',
+           'register_secret', 'mask_secrets', 'mask_deep', 'shown', 'shell_quoted', 'JSONTooDeep', 'nested_deeper',
+           'loads_shallow', 'DeadlineExceeded', 'ResponseTooLarge', 'RedirectRefused', 'PlainHttpKeyWarning', 'origin',
+           'is_loopback', 'warn_plain_http_key', 'http_exchange', 'InputTooLarge', 'max_input_bytes',
+           'read_gzip_capped', 'read_parquet_capped', 'read_parquet_frame', 'cache_lock', 'unpack_zip_once']
 
 # %% ../nbs/00a_guards.ipynb #2bf88a6b
 MASK = "***"
@@ -79,7 +80,8 @@ def mask_deep(obj: Any) -> Any:
     return obj
 
 # %% ../nbs/00a_guards.ipynb #08ece23c
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060-\u2069\ufeff]")  # not U+200C/D
+_BREAKS = re.compile(r"\s*[^\S ]\s*")   # a run of whitespace with a line break or tab in it
 _PREFIX_MIN = 4   # the shortest start of a key masked at the end of a text that was cut before it reached us
 
 
@@ -92,13 +94,62 @@ def _mask_cut_tail(s: str) -> str:
     return s
 
 
-def shown(text: Any, limit: int | None = None) -> str:
+def shown(text: Any, limit: int | None = None, keep_spaces: bool = False) -> str:
     "Outside text for a message, a terminal line or a stored name: printable, one line, secrets masked, then cut."
-    s = _UNPRINTABLE.sub("", " ".join(("" if text is None else str(text)).split()))
+    s = "" if text is None else str(text)
+    s = _BREAKS.sub(" ", s).strip() if keep_spaces else " ".join(s.split())  # keep_spaces: runs of spaces stay
+    s = _UNPRINTABLE.sub("", s)
     s = _mask_cut_tail(mask_secrets(s))
     if limit is not None and len(s) > limit:
         s = s[:limit] + "…"
     return s
+
+
+_SHELL_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\\": "\\\\", "'": "\\'"}
+
+
+def shell_quoted(value: Any) -> str:
+    "A value for a printed shell command: `shlex.quote`d, or bash `$'…'` with its control characters escaped."
+    import shlex
+    s = mask_secrets(str(value))
+    if not _UNPRINTABLE.search(s):
+        return shlex.quote(s)
+    def esc(c: str) -> str:
+        if c in _SHELL_ESCAPES:
+            return _SHELL_ESCAPES[c]
+        if _UNPRINTABLE.match(c):
+            return f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\u{ord(c):04x}"
+        return c
+    return "$'" + "".join(map(esc, s)) + "'"
+
+# %% ../nbs/00a_guards.ipynb #38d02b52
+MAX_JSON_DEPTH = 64   # no answer a scorer or a rewriter reads nests deeper than a handful of levels
+
+
+class JSONTooDeep(Exception):
+    "JSON nested more levels deep than `MAX_JSON_DEPTH` (or too deep for the parser): refused, not walked."
+
+
+def nested_deeper(obj, limit: int = MAX_JSON_DEPTH) -> bool:
+    "True when a parsed JSON value nests lists and objects more than `limit` levels deep (walked without recursion)."
+    stack = [(obj, 1)] if isinstance(obj, (list, dict)) else []
+    while stack:
+        o, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((v, depth + 1) for v in (o.values() if isinstance(o, dict) else o) if isinstance(v, (list, dict)))
+    return False
+
+
+def loads_shallow(data: str | bytes, limit: int = MAX_JSON_DEPTH):
+    "`json.loads`, raising `JSONTooDeep` for JSON nested more than `limit` levels (its decode errors unchanged)."
+    try:
+        out = json.loads(data)
+    except RecursionError:
+        raise JSONTooDeep(f"JSON nested more than {limit} levels deep") from None
+    if nested_deeper(out, limit):
+        raise JSONTooDeep(f"JSON nested more than {limit} levels deep")
+    return out
 
 # %% ../nbs/00a_guards.ipynb #8aa10793
 class DeadlineExceeded(TimeoutError):

@@ -52,15 +52,16 @@ def cluster_wilson_interval(events, trials, level: float = 0.95) -> tuple[float,
     "Wilson interval of Σevents / Σtrials, one entry per cluster, at the effective n → (lo, hi, n_eff)."
     y, m = np.asarray(events, dtype=float), np.asarray(trials, dtype=float)
     y, m = y[m > 0], m[m > 0]
-    n, g = float(m.sum()), len(m)
+    n = float(m.sum())
     if n == 0:
         return float("nan"), float("nan"), 0.0
     p = float(y.sum()) / n
-    if g > 1 and 0 < p < 1:
-        v_cl = float(np.sum((y - p * m) ** 2)) / n ** 2
-        n_eff = n / max(1.0, v_cl / (p * (1 - p) / n))
-    else:
-        n_eff = n * n / float(np.sum(m * m))
+    a = stats.norm.isf((1 - level) / 2) ** 2 / 2            # Wilson's pseudo-successes, and as many failures
+    n_a = n + 2 * a
+    p_a = (float(y.sum()) + a) / n_a                          # the Wilson centre
+    ss = float(np.sum((y - p_a * m) ** 2)) + (a * (1 - p_a)) ** 2 + (a * p_a) ** 2  # two agreeing pseudo-clusters
+    deff = min(max(1.0, ss / (n_a * p_a * (1 - p_a))), float(np.sum(m * m)) / n)
+    n_eff = n / deff
     lo, hi = wilson_interval(p * n_eff, n_eff, level)
     return float(lo), float(hi), n_eff
 

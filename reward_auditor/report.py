@@ -673,14 +673,13 @@ TURN_SUFFIXES = (" · single-turn", " · multi-turn")  # what `data.split_by_tur
 
 def split_command(run_dir: str | Path) -> str:
     "The `audit --by turns` line that splits a CLI run (from its run.json, values quoted), reusing its score cache."
-    import shlex
     try:
         saved = json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8"))
         assert isinstance(saved, dict)
     except (OSError, ValueError, AssertionError):
         return "audit the data again with --by turns (by='turns' in Python) and the run's score cache"
-    from reward_auditor.guards import shown
-    q = lambda v: shlex.quote(shown(v))  # run.json is the folder's text: printable only, no escape sequence
+    from reward_auditor.guards import shell_quoted
+    q = shell_quoted  # the very file names (not folded), each control character escaped: nothing raw on a terminal
     as_list = lambda v: v if isinstance(v, list) else [] if v in (None, "") else [v]
     parts = ["reward-auditor audit"]
     for flag in ("data", "conditions"):

@@ -21,8 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
-from .guards import (DeadlineExceeded, RedirectRefused, ResponseTooLarge, http_exchange, mask_secrets,
-                                   register_secret, shown)
+from .guards import (DeadlineExceeded, JSONTooDeep, RedirectRefused, ResponseTooLarge, http_exchange,
+                                   loads_shallow, mask_secrets, register_secret, shown)
 from .resources import MissingResourceError, cache_dir
 
 # %% auto #0
@@ -516,11 +516,11 @@ class OpenAIRewriter(CachedRewriter):
     def _content(url: str, raw: bytes) -> str:
         "The rewritten text of a chat-completions answer, or a RewriterError quoting the answer."
         try:
-            content = json.loads(raw)["choices"][0]["message"]["content"]
+            content = loads_shallow(raw)["choices"][0]["message"]["content"]  # nested too deep: `guards.JSONTooDeep`
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise RewriterError(f"{url} replied without choices[0].message.content ({type(e).__name__}): "
                                 f"{shown(raw.decode('utf-8', 'replace'), 200)}") from None
-        except RecursionError:
+        except JSONTooDeep:
             raise RewriterError(f"{url} replied with JSON nested too deeply to read ({len(raw)} bytes beginning "
                                 f"{shown(raw[:60].decode('utf-8', 'replace'), 60)})") from None
         if not isinstance(content, str):

@@ -579,6 +579,48 @@ def test_a_threshold_outside_0_1_is_refused(prms, tmp_path, tau):
             prm_step_audit(sols, sc, [], threshold=float(tau), B=99)
 
 
+def test_a_planted_prm_link_is_refused_before_the_pair_audit(prms, tmp_path):
+    "With preference pairs too, a prm/ link out of the run folder was refused only after the whole pair audit ran."
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "prm").symlink_to(outside, target_is_directory=True)
+    data = write_jsonl(tmp_path / "trl.jsonl", trl_rows(3))           # pairs: the pair audit would run first
+    rc, err = _run_cli(["audit", "--data", str(data), "--model", f"prm={prms['token-classification']}",
+                        "--kind", "prm", "--perturbations", "SN", "-B", "99", "--no-report", "--out", str(run), "-q"])
+    assert rc == 2 and "outside the run folder" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in run.iterdir()) == ["prm"] and list(outside.iterdir()) == []  # nothing scored or saved
+
+
+@pytest.mark.parametrize("saved", [5, "nan", float("nan"), [0.5]])  # json writes a float NaN as NaN, reads it back
+def test_a_bad_threshold_in_a_resumed_run_file_is_refused_before_any_work(prms, tmp_path, saved):
+    "--resume takes prm_threshold from run.json unchecked: the pair audit ran, then the step audit refused it."
+    data = write_jsonl(tmp_path / "trl.jsonl", trl_rows(3))
+    run = tmp_path / "run"
+    common = ["audit", "--data", str(data), "--model", f"prm={prms['token-classification']}", "--kind", "prm",
+              "--perturbations", "SN", "-B", "99", "--no-report", "--out", str(run), "-q"]
+    rc, err = _run_cli([*common, "--prm-threshold", "0.5"])
+    assert rc == 0, err
+    f = run / "run.json"
+    args = json.loads(f.read_text())
+    assert args["prm_threshold"] == 0.5
+    args["prm_threshold"] = saved
+    f.write_text(json.dumps(args))
+    for name in ("results.parquet", "prm"):                             # what a resumed run would write again
+        p = run / name
+        if p.is_dir():
+            import shutil
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    rc, err = _run_cli(["audit", "--data", str(data), "--model", f"prm={prms['token-classification']}",
+                        "--perturbations", "SN", "--out", str(run), "--resume", "-q"])
+    assert rc == 2 and "--prm-threshold" in err and "Traceback" not in err, err
+    assert len([ln for ln in err.splitlines() if ": error:" in ln]) == 1, err
+    assert not (run / "results.parquet").exists() and not (run / "prm").exists()  # refused before any work
+
+
 def test_a_huge_solution_is_refused_before_work_and_hashed_once(prms, monkeypatch, tmp_path):
     "150,000 steps (1.6 MB) hung the cache lookup (the whole solution hashed once per step): now refused at once."
     import signal

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -267,7 +268,12 @@ def test_the_by_turns_refusal_prints_run_json_values_printable_only(tmp_path, ca
     code, err = run_main(capsys, "report", out, "--by", "turns")
     assert code == 2 and "without --by turns" in err, err
     assert _unprintable(err.rstrip("\n")) == [] and len(err.strip().splitlines()) == 1, repr(err)
-    assert "--cache '/tmp/scores]0;owned[2J31m.sqlite'" in err   # what is left of the value, shown as text
+    # the very value, each control character escaped in bash's $'…' (it once lost them and named another file)
+    assert r"--cache $'/tmp/scores\x1b]0;owned\x07\x1b[2J\u009b31m\u202e.sqlite'" in err
+    quoted = err.split("--cache ", 1)[1].split(" --out ", 1)[0]
+    back = subprocess.run(["bash", "-c", f"printf '%s' {quoted}"], capture_output=True, text=True, check=True,
+                          env={**os.environ, "LC_ALL": "C.UTF-8"}).stdout
+    assert back == f"/tmp/scores{ESCAPES}.sqlite"
 
 
 def test_a_served_model_id_with_escapes_reaches_the_terminal_as_text():

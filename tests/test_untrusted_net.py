@@ -371,11 +371,11 @@ def test_a_key_cut_by_the_error_page_cap_is_masked_from_its_start(monkeypatch):
 DEEP = b"[" * 200_000 + b"]" * 200_000
 
 
-def test_deeply_nested_json_from_an_endpoint_is_exit_2_naming_the_server(capsys):
+def test_deeply_nested_json_from_an_endpoint_is_exit_2_naming_the_server(capsys, tmp_path):
     from reward_auditor.cli import main
     with serve({"/v1/models": lambda h, b: (200, {"Content-Type": "application/json"}, DEEP)}) as (url, _):
         code = main(["audit", "--data", "sample", "--endpoint", url, "--perturbations", "EF", "-q", "--no-report",
-                     "--out", os.devnull + "-unused"])
+                     "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 2, err
     assert f"{url}/v1/models" in err and "nested too deeply" in err and "--endpoint" in err
@@ -391,13 +391,24 @@ def test_deeply_nested_json_from_a_rewriter_is_a_rewriter_error_naming_the_serve
     assert f"{url}/v1/chat/completions" in str(info.value)
 
 
+def test_json_a_rewriter_parses_but_nests_too_deeply_is_refused_like_an_unparsable_one():
+    "The rewriter caught only the parser's RecursionError: content nested 980 levels deep parsed and went on."
+    from reward_auditor.rewriters import OpenAIRewriter, RewriterError
+    body = b'{"choices": [{"message": {"content": ' + b"[" * 980 + b"]" * 980 + b"}}]}"
+    with serve({"/v1/chat/completions": lambda h, b: (200, {}, body)}) as (url, _):
+        rw = OpenAIRewriter(base_url=url + "/v1", model="m", retries=0, cache=None)
+        with pytest.raises(RewriterError, match="nested too deeply") as info:
+            rw.rewrite(["text"], "rewrite")
+    assert f"{url}/v1/chat/completions" in str(info.value)
+
+
 @pytest.mark.parametrize("answer", [b'{"data": ' + b"[" * 980 + b"]" * 980 + b"}",   # parses, too deep to quote
                                     b'{"data": "one model"}', b'{"data": [1, 2]}', b'{"data": 7}'])
-def test_a_malformed_model_list_is_exit_2_naming_the_server(answer, capsys):
+def test_a_malformed_model_list_is_exit_2_naming_the_server(answer, capsys, tmp_path):
     from reward_auditor.cli import main
     with serve({"/v1/models": lambda h, b: (200, {"Content-Type": "application/json"}, answer)}) as (url, _):
         code = main(["audit", "--data", "sample", "--endpoint", url, "--perturbations", "EF", "-q", "--no-report",
-                     "--out", os.devnull + "-unused"])
+                     "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 2 and f"{url}/v1/models" in err and "--endpoint" in err, err
     assert "internal error" not in err

@@ -306,13 +306,28 @@ def _agreeing_verdicts(failing_golds: int = 6, golds: int = 36, per_gold: int = 
                          "gold_id": g, "outcome": np.where(g < failing_golds, "reject", "accept")})
 
 
+def _hand_cluster_interval(events, sizes, z: float = 1.959963984540054) -> tuple[float, float, float]:
+    "The clustered interval written out term by term, with statsmodels' Wilson interval: (lo, hi, n_eff)."
+    from statsmodels.stats.proportion import proportion_confint
+    a = z * z / 2                                                  # Wilson's pseudo-successes, and as many failures
+    n, k = sum(sizes), sum(events)
+    p_a = (k + a) / (n + 2 * a)
+    ss = sum((y - p_a * m) ** 2 for y, m in zip(events, sizes)) + (a - p_a * a) ** 2 + (0 - p_a * a) ** 2
+    deff = min(max(1.0, ss / ((n + 2 * a) * p_a * (1 - p_a))), sum(m * m for m in sizes) / n)
+    n_eff = n / deff
+    lo, hi = proportion_confint(k / n * n_eff, n_eff, alpha=0.05, method="wilson")
+    return (0.0 if k == 0 else float(lo)), (1.0 if k == n else float(hi)), n_eff
+
+
 def test_rate_intervals_treat_the_variants_of_one_gold_as_one_cluster():
     t = va._rate_table(_agreeing_verdicts(), ["verifier", "stratum"]).iloc[0]
     assert (t.n_verdict, t.n_events) == (612, 102)
-    # 612 variants of 36 golds that each go one way carry the information of 36 independent trials: 6 of 36
-    lo, hi = _wilson(6, 36)
+    # 612 variants of 36 golds that each go one way carry about the information of 36 independent trials: 6 of 36
+    # (36.5 with Wilson's two agreeing pseudo-clusters in the design effect; exactly 36 before they were added)
+    lo, hi, n_eff = _hand_cluster_interval([17] * 6 + [0] * 30, [17] * 36)
+    assert t.n_golds == 36 and t.rate_n_eff == pytest.approx(n_eff, rel=1e-12) and 36 < n_eff < 37
     assert (t.rate_low, t.rate_high) == pytest.approx((lo, hi), abs=1e-12)
-    assert t.n_golds == 36 and t.rate_n_eff == pytest.approx(36)
+    assert (t.rate_low, t.rate_high) == pytest.approx(_wilson(6, 36), abs=2e-3)
     plain = _wilson(102, 612)
     assert t.rate_high - t.rate_low > 3 * (plain[1] - plain[0])  # measured: 0.240 against 0.059
     # variants that disagree within every gold as often as chance: the design effect floors at 1, plain Wilson
@@ -321,36 +336,67 @@ def test_rate_intervals_treat_the_variants_of_one_gold_as_one_cluster():
     assert m.rate_n_eff == m.n_verdict and (m.rate_low, m.rate_high) == pytest.approx(_wilson(m.n_events, 612))
 
 
+def test_cluster_wilson_upper_bound_rises_with_each_defect():
+    "36 golds × 17 variants: no defect once gave [0, 9.6%] and one defect [0.03%, 0.92%]; the bound now only rises."
+    sizes = np.full(36, 17)
+    for layout in (lambda k: np.r_[k, np.zeros(35)],           # k defects in one gold
+                   lambda k: np.r_[np.ones(k), np.zeros(36 - k)]):  # one defect in each of k golds
+        upper = [va.cluster_wilson_ci(layout(k), sizes)[1] for k in range(7)]
+        assert all(a < b for a, b in zip(upper, upper[1:])), upper
+    lo0, hi0, n0 = va.cluster_wilson_ci(np.zeros(36), sizes)
+    lo1, hi1, n1 = va.cluster_wilson_ci(np.r_[1, np.zeros(35)], sizes)
+    assert (lo0, hi0, n0) == pytest.approx(_hand_cluster_interval([0] * 36, [17] * 36), rel=1e-9)
+    assert (lo1, hi1, n1) == pytest.approx(_hand_cluster_interval([1] + [0] * 35, [17] * 36), rel=1e-9)
+    assert hi0 == pytest.approx(0.0122, abs=1e-4) and hi1 == pytest.approx(0.0131, abs=1e-4)  # measured
+    # one trial per cluster: the design effect is 1 and the interval is plain Wilson, at every count
+    for k in range(6):
+        assert va.cluster_wilson_ci(np.r_[np.ones(k), np.zeros(20 - k)], np.ones(20)) == pytest.approx(
+            (*_wilson(k, 20), 20.0), abs=1e-12)
+
+
 def test_cluster_wilson_design_effect_equals_statsmodels_cluster_robust_variance():
+    "The design effect is statsmodels' cluster-robust variance of the mean of the trials plus Wilson's two pseudo-trials."
     sm = pytest.importorskip("statsmodels.api")
+    a = 1.959963984540054 ** 2 / 2
     rng = np.random.default_rng(7)
+    inside = 0
     for _ in range(5):
         sizes = rng.integers(1, 30, 40)
         events = rng.binomial(sizes, rng.beta(0.5, 3, 40))
-        unit = np.concatenate([np.r_[np.ones(k), np.zeros(s - k)] for k, s in zip(events, sizes)])
-        groups = np.repeat(np.arange(40), sizes)
-        v_cl = sm.OLS(unit, np.ones(len(unit))).fit(cov_type="cluster", cov_kwds={"groups": groups,
-                                                                                  "use_correction": False}).bse[0] ** 2
-        p = unit.mean()
+        # the pseudo-trials: a success and a failure of weight z²/2, each a cluster of its own
+        unit = np.concatenate([np.r_[np.ones(k), np.zeros(s - k)] for k, s in zip(events, sizes)] + [[1.0, 0.0]])
+        weight = np.r_[np.ones(len(unit) - 2), a, a]
+        groups = np.r_[np.repeat(np.arange(40), sizes), 40, 41]
+        fit = sm.WLS(unit, np.ones(len(unit)), weights=weight).fit(
+            cov_type="cluster", cov_kwds={"groups": groups, "use_correction": False})
+        p_a = fit.params[0]
+        assert p_a == pytest.approx((events.sum() + a) / (sizes.sum() + 2 * a), rel=1e-12)  # the Wilson centre
+        deff = fit.bse[0] ** 2 / (p_a * (1 - p_a) / weight.sum())
+        clamped = min(max(1.0, deff), float(np.sum(sizes ** 2)) / sizes.sum())
+        inside += clamped == deff
         lo, hi, n_eff = va.cluster_wilson_ci(events, sizes)
-        assert n_eff == pytest.approx(len(unit) / max(1.0, v_cl / (p * (1 - p) / len(unit))), rel=1e-9)
+        assert n_eff == pytest.approx(sizes.sum() / clamped, rel=1e-9)
+        p = events.sum() / sizes.sum()
         assert (lo, hi) == pytest.approx(_wilson(p * n_eff, n_eff), abs=1e-12)
-    # no events: nothing is known of the agreement within a gold, so the effective n is that of full agreement
-    assert va.cluster_wilson_ci([0, 0, 0], [4, 4, 8])[2] == pytest.approx(256 / 96)
+    assert inside == 5  # every draw compared the estimator itself, not a clamp
 
 
 def test_default_audit_intervals_are_clustered_by_gold(full):
     w = full.verdicts[full.verdicts["applicable"]].merge(full.variants[["item", "gold_id", "stratum"]], on="item")
-    wider = 0
+    wider = checked = 0
     for r in full.table.itertuples():
         sub = w[(w.verifier == r.verifier) & (w.stratum == r.stratum)]
         event = {"equivalent": "reject", "adversarial": "accept", "contract": "accept"}[r.stratum]
         got = sub[sub.outcome != "no verdict"]
         per = got.groupby("gold_id").outcome.agg(events=lambda o: int((o == event).sum()), n="size")
-        lo, hi, n_eff = va.cluster_wilson_ci(per["events"], per["n"])
-        assert r.n_golds == sub.gold_id.nunique() and r.rate_n_eff == pytest.approx(n_eff)
-        assert (r.rate_low, r.rate_high) == pytest.approx((lo, hi), abs=1e-12)
+        assert r.n_golds == sub.gold_id.nunique() and r.n_verdict == per["n"].sum()
+        if not checked and 0 < r.n_events < r.n_verdict and (per["n"] > 1).any():
+            # one row by hand: its design effect and interval from the per-gold counts, independently of the module
+            lo, hi, n_eff = _hand_cluster_interval(per["events"].tolist(), per["n"].tolist())
+            assert r.rate_n_eff == pytest.approx(n_eff, rel=1e-9) and r.rate_n_eff < r.n_verdict
+            assert (r.rate_low, r.rate_high) == pytest.approx((lo, hi), abs=1e-9)
+            checked += 1
         plain = _wilson(r.n_events, r.n_verdict)
         assert r.rate_low <= plain[0] + 1e-12 and plain[1] - 1e-12 <= r.rate_high  # never narrower
         wider += r.rate_high - r.rate_low > plain[1] - plain[0] + 1e-6
-    assert full.table.n_golds.max() <= full.params["n_golds"] and wider > 0
+    assert full.table.n_golds.max() <= full.params["n_golds"] and wider > 0 and checked == 1
