@@ -131,7 +131,7 @@ class Plan:
         who = "one model" if self.models == 1 else f"{self.models} models compared pairwise"
         cl = (f" in {self.n_clusters} clusters of {self.cluster_size:g} (ICC {self.icc:g}, design effect "
               f"{self.design_effect:.3g})" if self.cluster_size > 1 else "")
-        approx = (f" (the normal approximation of §19 says {self.n_normal}; the t test on the "
+        approx = (f" (the normal approximation says {self.n_normal}; the t test on the "
                   f"{'clusters' if self.cluster_size > 1 else 'pairs'} needs {self.n_pairs - self.n_normal} more)" if self.n_pairs != self.n_normal else "")
         return (f"{self.n_pairs} pairs{cl}{approx} detect {what} with power {self.planned_power:.3f} (target {self.power:g}) "
                 f"in one of {self.tests} tests ({who}, {self.m} perturbation{'s' * (self.m > 1)}) at FDR "
