@@ -8,6 +8,7 @@ Docs: https://reward-auditor.github.io/reward_auditor/resources.html.md"""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 # %% auto #0
@@ -24,8 +25,8 @@ class MissingResourceError(PerturbationError):
 
 def cpu_seconds() -> float:
     "CPU seconds of this process and its finished child processes (what a stage of a run is charged)."
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    t = os.times()  # children only: os.times counts whole clock ticks (10 ms), too coarse for a short worker task
+    return time.process_time() + t.children_user + t.children_system
 
 
 def cache_dir(*parts: str) -> Path:
