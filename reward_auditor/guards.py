@@ -26,6 +26,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from .safety import INVISIBLE
+
 # %% auto #0
 __all__ = ['MASK', 'SECRET_ENV', 'MAX_JSON_DEPTH', 'MAX_RESPONSE_BYTES', 'ERROR_BODY_BYTES', 'MAX_INPUT_MB_ENV', 'MAX_INPUT_MB',
            'register_secret', 'mask_secrets', 'mask_deep', 'shown', 'shell_quoted', 'JSONTooDeep', 'nested_deeper',
@@ -80,7 +82,7 @@ def mask_deep(obj: Any) -> Any:
     return obj
 
 # %% ../nbs/00a_guards.ipynb #08ece23c
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060-\u2069\ufeff]")  # not U+200C/D
+_UNPRINTABLE = re.compile(rf"[\x00-\x1f{INVISIBLE}]")  # every control character, and what safety calls invisible
 _BREAKS = re.compile(r"\s*[^\S ]\s*")   # a run of whitespace with a line break or tab in it
 _PREFIX_MIN = 4   # the shortest start of a key masked at the end of a text that was cut before it reached us
 

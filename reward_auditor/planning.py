@@ -86,7 +86,7 @@ def power_dz(n, dz, *, m: int = 1, q: float = 0.05, k: int = 1, cluster_size=1.0
     """Power of the two-sided test at α_eff = q·k/m for d_z = `dz` on `n` pairs (both tails counted).
 
     `exact`: the t test on ⌈n / cluster_size⌉ cluster means (noncentral t, df = clusters − 1), what the plan
-    promises; otherwise the normal approximation of §19 (the one `mde` inverts)."""
+    promises; otherwise the normal approximation (z_{1-α_eff/2} + z_{1-β})² / d² (the one `mde` inverts)."""
     a = alpha_eff(m, q, k)
     n = np.asarray(n, np.float64)
     lam = abs(float(dz)) * np.sqrt(n / design_effect(cluster_size, icc))

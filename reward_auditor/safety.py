@@ -20,8 +20,8 @@ from typing import Any, Callable
 import pandas as pd
 
 # %% auto #0
-__all__ = ['LOCK_FILE', 'SafetyError', 'atomic_write', 'file_sha256', 'run_file', 'RunLock', 'InputFileError', 'reading',
-           'check_utf8', 'private_dir', 'md_escape', 'plain_line', 'csv_safe', 'write_csv']
+__all__ = ['LOCK_FILE', 'INVISIBLE', 'SafetyError', 'atomic_write', 'file_sha256', 'run_file', 'RunLock', 'InputFileError',
+           'reading', 'check_utf8', 'private_dir', 'md_escape', 'plain_line', 'csv_safe', 'write_csv']
 
 # %% ../nbs/00_safety.ipynb #89a2480a
 class SafetyError(ValueError):
@@ -234,7 +234,10 @@ def private_dir(prefix: str = "reward-auditor-") -> Path:
 
 # %% ../nbs/00_safety.ipynb #3eb96278
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|!~#])")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C1 controls, bidi marks/overrides/isolates, line and paragraph separators, zero-width spaces and word joiners, BOM;
+# not the zero-width (non-)joiners U+200C/D, which Persian and Indic names need. One list for every printed text.
+INVISIBLE = r"\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060-\u2069\ufeff"
+_CONTROL = re.compile(rf"[\x00-\x08\x0b-\x1f{INVISIBLE}]")  # tab and line feed stay: multi-line summaries
 
 
 def md_escape(x: Any) -> str:

@@ -60,3 +60,14 @@ def test_shell_quoted_round_trips_through_bash(value):
     q = shell_quoted(value)
     assert not RAW.search(q)
     assert _bash_words(q) == [value]
+
+
+def test_plain_lines_and_shown_text_drop_the_same_invisible_characters():
+    "Terminal and .txt lines (plain_line) hide what shown() hides: zero-width space, LRM/RLM, BOM; joiners stay."
+    from reward_auditor.guards import shown
+    from reward_auditor.safety import plain_line
+    hidden = "\u200b\u200e\u200f\ufeff\u061c\u2060\u202e\u2067\x1b\x9b"
+    text = f"model{hidden}-a\u200cb\u200dc"
+    assert plain_line(text) == shown(text) == "model-a\u200cb\u200dc"
+    assert plain_line("two\nlines\tkept") == "two\nlines\tkept"   # a multi-line summary keeps its layout
+    assert plain_line("a\u2028b\u2029c") == "abc" and shown("a\u2028b\u2029c") == "a b c"  # shown: one line
