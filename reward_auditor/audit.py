@@ -724,10 +724,12 @@ def decide(table: pd.DataFrame, settings: AuditSettings) -> tuple[pd.DataFrame, 
 
 # %% ../nbs/08b_audit.ipynb #6b19b006
 SUMMARY_COLUMNS = ["effect_size", "ci_low", "ci_high", "mean_delta", "accuracy_after", "accuracy_change", "p",
-                   "p_adjusted", "p_less_adjusted", "significant", "stars", "verdict"]
+                   "p_adjusted", "p_less_adjusted", "significant", "stars", "verdict", "effect_undefined", "mde",
+                   "underpowered"]
 CSV_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_changed", "accuracy_before",
-               "accuracy_after", "accuracy_change", "mean_delta", "effect_size", "ci_low", "ci_high", "p",
-               "p_adjusted", "p_less_adjusted", "significant", "stars", "r_S", "verdict"]
+               "n_tied_before", "accuracy_after", "accuracy_change", "mean_delta", "effect_size", "ci_low",
+               "ci_high", "effect_undefined", "p", "p_adjusted", "p_less_adjusted", "significant", "stars", "r_S",
+               "verdict", "mde", "underpowered"]  # what could not be seen travels with what was
 
 
 def summary_json(table: pd.DataFrame, manifest: Mapping | None = None) -> dict:
