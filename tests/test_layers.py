@@ -18,7 +18,7 @@ NBS = PKG.parent / "nbs"
 FLOORS = [
     ("ground", {"safety", "resources", "tables", "cache", "guards", "store"}),
     ("data", {"data", "steps"}),
-    ("statistics", {"stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
+    ("statistics", {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
                     "calibration_inputs", "calibration", "planning"}),
     ("plots", {"plots"}),
     ("perturbations", {"rewriters", "perturbation_base", "synonyms", "meaning_check", "translation",
@@ -36,7 +36,7 @@ NAME = {i: name for i, (name, _) in enumerate(FLOORS)}
 # named exceptions to "own floor or below": the statistics side may read the audit's result type
 CLIMBS_ALLOWED = {("compare", "audit"), ("calibration", "audit")}
 # what each of these may never import, directly or not, beyond the floor rule
-STATISTICS = {"stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
+STATISTICS = {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
               "calibration_inputs", "calibration", "planning"}
 HEAVY = {"torch", "transformers"}
 
