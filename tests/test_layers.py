@@ -17,7 +17,7 @@ NBS = PKG.parent / "nbs"
 # Floors, bottom up (README, "Contributing"). A module may import modules on its own floor or below.
 FLOORS = [
     ("ground", {"safety", "resources", "tables", "cache", "guards", "store"}),
-    ("data", {"data", "steps"}),
+    ("data", {"records", "data", "steps"}),
     ("statistics", {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
                     "calibration_inputs", "calibration", "planning"}),
     ("plots", {"plots"}),
