@@ -24,7 +24,7 @@ FLOORS = [
     ("perturbations", {"rewriters", "perturbation_base", "synonyms", "meaning_check", "translation",
                        "perturbations"}),
     ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds"}),
-    ("scorer families", {"families", "endpoints", "prm"}),
+    ("scorer families", {"checkpoints", "families", "endpoints", "prm"}),
     ("scorers", {"scorers"}),
     ("runs", {"engines", "specs", "audit", "verifier_answers", "verifier_transforms", "verifiers", "protocol",
               "prm_audit"}),
