@@ -39,12 +39,12 @@ from .specs import (
     DATA_SUFFIXES, SpecError, data_files, data_from, limit_pairs, load_data, split_name, subset_names)
 
 # %% auto #0
-__all__ = ['COMMAND_TABLE', 'COMMANDS', 'build_parser', 'main', 'PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS',
-           'EXAMPLES', 'EPILOGS', 'AUDIT_DEFAULTS', 'PRM_OPTIONS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS',
-           'RESUME_TAKES', 'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS', 'RESUME_THIS_COMMAND', 'RESUME_DECISIONS',
-           'NEVER_FROM_RUN_FILE', 'CONTROL_SCORERS', 'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'cli_syntax',
-           'spec_option', 'error_line', 'example_path', 'rewriter_spec', 'make_rewriter', 'resolve_audit_args',
-           'scorer_specs', 'make_scorers', 'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec', 'make_engine',
+__all__ = ['COMMANDS', 'build_parser', 'main', 'PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'EXAMPLES', 'EPILOGS',
+           'AUDIT_DEFAULTS', 'PRM_OPTIONS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS', 'RESUME_TAKES',
+           'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS', 'RESUME_THIS_COMMAND', 'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE',
+           'CONTROL_SCORERS', 'MANIFEST_REPEATS', 'CLIError', 'is_input_error', 'cli_syntax', 'spec_option',
+           'error_line', 'example_path', 'rewriter_spec', 'make_rewriter', 'resolve_audit_args', 'scorer_specs',
+           'make_scorers', 'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec', 'make_engine',
            'check_engine_address', 'data_spec', 'add_comparison', 'run_audit', 'load_step_solutions',
            'run_prm_step_audits', 'cmd_audit', 'cmd_demo', 'cmd_perturb', 'cmd_cache', 'cmd_report',
            'cmd_heterogeneity', 'cmd_verifier_audit', 'cmd_protocol', 'cmd_meta', 'cmd_calibration', 'cmd_models',
@@ -79,6 +79,8 @@ COMMAND_TABLE = {
     "cache": Command(cli_inventory.add_cache, cli_inventory.cmd_cache),
     "plan": Command(cli_plan.add_plan, cli_plan.cmd_plan),
 }  # one row per command (name → what adds its parser, what runs it), in the order of `reward-auditor --help`
+
+# %% ../nbs/10z_cli.ipynb #63f1f691
 COMMANDS = {name: command.run for name, command in COMMAND_TABLE.items()}  # name → run, as before the table
 
 
