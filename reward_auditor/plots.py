@@ -19,9 +19,9 @@ from .tables import plain_text
 
 # %% auto #0
 __all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'UNTESTABLE_CSS', 'DELTA_ZERO', 'DELTA_COLOURS', 'perturbation_order',
-           'risk_matrix', 'risk_styler', 'audit_html', 'radar', 'meta_radar', 'delta_distributions',
-           'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation', 'pairwise_matrices', 'rank_intervals',
-           'reliability_diagram', 'margin_histogram', 'step_score_strips']
+           'risk_matrix', 'improvements_marked', 'risk_styler', 'audit_html', 'radar', 'meta_radar',
+           'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation',
+           'pairwise_matrices', 'rank_intervals', 'reliability_diagram', 'margin_histogram', 'step_score_strips']
 
 # %% ../nbs/03_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -96,19 +96,27 @@ def _accuracy_cells(table: pd.DataFrame, rows: Sequence[str], index: pd.Index, a
             for a, g in zip(first[accuracy], lab)]
 
 
+def improvements_marked(table: pd.DataFrame) -> pd.DataFrame:
+    """The risk table as drawn: a significant improvement (verdict IMPROVES, two-sided audit) counts as significant,
+    with stars from its own adjusted p (`p_less_adjusted`); every picture of the risk table draws through this."""
+    up = (table["verdict"] == "IMPROVES").to_numpy() if "verdict" in table else np.zeros(len(table), bool)
+    if not up.any():
+        return table
+    table = table.copy()
+    table["significant"] = table["significant"].astype(bool) | up
+    if "p_less_adjusted" in table:
+        from reward_auditor.stats import stars as _stars
+        table.loc[up, "stars"] = _stars(table.loc[up, "p_less_adjusted"].to_numpy(float))
+    return table
+
+
 def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: str = "effect_size",
                 caption: str | None = None, accuracy: str | None = None, letters: str | None = None):
     """A pandas Styler of the risk table: effect size + stars per cell, shaded by significance and magnitude.
 
     `accuracy` names a column (e.g. `accuracy_before`) drawn first, `letters` a column of significance letters
     drawn beside it (models sharing a letter are not distinguishable; see `compare`)."""
-    up = (table["verdict"] == "IMPROVES").to_numpy() if "verdict" in table else np.zeros(len(table), bool)
-    if up.any():  # a significant improvement (two-sided audit): shaded blue, stars from its own adjusted p
-        table = table.copy()
-        table["significant"] = table["significant"].astype(bool) | up
-        if "p_less_adjusted" in table:
-            from reward_auditor.stats import stars as _stars
-            table.loc[up, "stars"] = _stars(table.loc[up, "p_less_adjusted"].to_numpy(float))
+    table = improvements_marked(table)  # a significant improvement: shaded blue, stars from its own adjusted p
     eff = risk_matrix(table, rows, value)
     sig = risk_matrix(table, rows, "significant").reindex_like(eff)
     stars = risk_matrix(table, rows, "stars").reindex_like(eff)
