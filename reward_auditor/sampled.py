@@ -7,7 +7,7 @@ Docs: https://reward-auditor.github.io/reward_auditor/sampled.html.md"""
 # %% ../nbs/02g_sampled.ipynb #59d8da89
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -222,7 +222,8 @@ def _family_rows(w: dict, rs: dict, rf: dict, clustered: bool, multiplicity: str
     present = np.isfinite(N[:, 1:])
     fin = np.isfinite(Ds)
     n_t = fin.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)        # a condition without a tested item: NaN means
         within = np.nanmean(np.where(fin, V[:, :1] + V[:, 1:], np.nan), axis=0)
         between = np.array([np.var(Ds[fin[:, j], j], ddof=1) if n_t[j] > 1 else np.nan for j in range(len(conds))])
         a = alpha_eff(len(conds), alpha, 1)

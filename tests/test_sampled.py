@@ -227,3 +227,20 @@ def test_an_item_without_a_parsable_verdict_leaves_the_share_test_and_stays_in_t
     r = sampled_tests(pd.DataFrame(rows), B=100).iloc[0]
     assert (r.n_items, r.n_tested, r.n_undefined, r.invalid_condition, r.invalid_original) == (6, 5, 1, 4, 0)
     assert r.failure_difference == pytest.approx(1 / 6) and r.failure_pvalue == 0.5   # one non-zero item: 1 of 2
+
+
+def test_a_condition_where_nothing_parses_has_no_share_test_and_a_failure_finding():
+    rng = np.random.default_rng(2)
+    p = np.repeat(rng.uniform(0.5, 0.9, 30)[None, :, None], 3, axis=0).repeat(2, axis=2)
+    f = np.zeros(p.shape)
+    f[2] = 1.0                                                     # PH: no verdict parses
+    v = simulate_verdicts(p, 3, conditions=["original", "LE", "PH"], failure=f, seed=3)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = sampled_tests(v, B=1000).set_index("condition")
+    assert r.loc["PH", "n_tested"] == 0 and np.isnan(r.loc["PH", "pvalue"]) and not r.loc["PH", "rejected"]
+    assert r.loc["PH", "failure_rejected"] and r.loc["PH", "invalid_condition"] == 30 * 6
+    assert r.loc["LE", "p_adjusted"] == r.loc["LE", "pvalue"]      # NaN stays out of the family's adjustment
+    fp = false_positive_rate(v, "PH").iloc[0]
+    assert fp.n_undefined == 30 and np.isnan(fp.rate)
