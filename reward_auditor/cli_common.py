@@ -17,9 +17,9 @@ from typing import Callable, NamedTuple, Sequence
 from .specs import SpecError
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'CLIError', 'is_input_error', 'cli_syntax', 'spec_option',
-           'error_line', 'Command', 'command_parser', 'quiet_bars', 'unknown_arguments', 'warning_lines',
-           'interrupted_line', 'dispatch']
+__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'WARNING_WIDTH', 'CLIError', 'is_input_error', 'cli_syntax',
+           'spec_option', 'error_line', 'Command', 'command_parser', 'quiet_bars', 'unknown_arguments', 'warning_text',
+           'unfold_warnings', 'warning_lines', 'interrupted_line', 'dispatch']
 
 # %% ../nbs/10a_cli_common.ipynb #6ed558dd
 PROG = "reward-auditor"
@@ -242,7 +242,23 @@ class _WarningLines:
             return
         self.seen.add((category, filename, lineno))
         from reward_auditor.guards import shown  # a server's text can carry a key or an escape sequence
-        print(f"{PROG}: warning: {shown(message)}", file=sys.stderr, flush=True)
+        print(warning_text(shown(message)), file=sys.stderr, flush=True)
+
+
+WARNING_WIDTH = 100
+
+
+def warning_text(message: str) -> str:
+    "`reward-auditor: warning: ...` folded at 100 columns, each continuation line prefixed and indented (grep finds them all)."
+    import textwrap
+    return textwrap.fill(f"{PROG}: warning: {message}", WARNING_WIDTH, subsequent_indent=f"{PROG}:   ",
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def unfold_warnings(text: str) -> str:
+    "Lines of `warning_text` joined back into one line per warning (what a test or a log reader compares)."
+    import re
+    return re.sub(rf"\n{re.escape(PROG)}:   (?=\S)", " ", text)
 
 
 def warning_lines():
