@@ -19,9 +19,9 @@ FLOORS = [
     ("ground", {"safety", "resources", "tables", "cache", "guards", "store"}),
     ("data", {"records", "data", "steps"}),
     ("statistics", {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings",
-                    "pair_tests", "compare", "calibration_inputs", "calibration", "planning"}),
+                    "pair_tests", "compare", "calibration_inputs", "calibration", "planning", "sampled"}),
     ("plots", {"plots"}),
-    ("perturbations", {"rewriters", "perturbation_base", "synonyms", "meaning_check", "translation",
+    ("perturbations", {"rewriters", "perturbation_base", "synonyms", "meaning_check", "translation", "probes",
                        "perturbations"}),
     ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds"}),
     ("scorer families", {"checkpoints", "families", "endpoints", "prm"}),
@@ -39,7 +39,7 @@ NAME = {i: name for i, (name, _) in enumerate(FLOORS)}
 CLIMBS_ALLOWED = {("compare", "audit"), ("calibration", "audit")}
 # what each of these may never import, directly or not, beyond the floor rule
 STATISTICS = {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "pair_tests",
-              "compare", "calibration_inputs", "calibration", "planning"}
+              "compare", "calibration_inputs", "calibration", "planning", "sampled"}
 HEAVY = {"torch", "transformers"}
 
 
