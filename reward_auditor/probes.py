@@ -17,7 +17,7 @@ from .perturbation_base import (Perturbation, PerturbationError, _boxed_spans, r
 
 # %% auto #0
 __all__ = ['MASTER_KEYS', 'PROBES', 'FORMAT_STYLES', 'FORMAT_WRAPPERS', 'master_key', 'MasterKey', 'wrap_answer', 'unbox',
-           'final_answer', 'answer_format']
+           'final_answer', 'answer_format', 'AnswerFormat']
 
 # %% ../nbs/04da_probes.ipynb #acbc2d58
 MASTER_KEYS = (
@@ -117,7 +117,20 @@ def answer_format(text: str, rng: np.random.Generator, style: str = "auto") -> s
     return text.rstrip() + "\n\n" + wrap_answer(ans, style)
 
 
-register(answer_format, name="FMT", side="response", group="stylized", style="auto", paired=True, replace=True,
-         variant="final-answer-wrapper",
-         description="answer format: a boxed answer unboxed, else its final answer wrapped (\\boxed{}, '# Answer', …)")
+class AnswerFormat(Perturbation):
+    "FMT: `answer_format` on each answer (one draw per item for both); on step-annotated solutions, on the last step."
+    def __init__(self):
+        super().__init__("FMT", "response", "stylized", "1", {"style": "auto"},
+                         "answer format: a boxed answer unboxed, else its final answer wrapped (\\boxed{}, '# Answer', …)",
+                         variant="final-answer-wrapper", paired=True)
+
+    def apply(self, text: str, rng: np.random.Generator, style: str = "auto") -> str:
+        return answer_format(text, rng, style)
+
+    def apply_steps(self, steps, rng, style: str = "auto"):
+        "The final answer lives in the last step: only that step is wrapped (or unboxed); the step count is kept."
+        return [*steps[:-1], answer_format(steps[-1], rng, style)] if steps else list(steps)
+
+
+register(AnswerFormat(), replace=True)
 register(MasterKey(), replace=True)

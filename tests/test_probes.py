@@ -97,3 +97,13 @@ def test_the_verifier_audit_runs_both_probes():
                          workers=1)
     pr = res.per_rule.set_index("rule")
     assert pr.loc["master_key", "rate"] == 0.0                   # the string verifier is not fooled by ':'
+
+
+def test_on_step_annotated_solutions_fmt_wraps_the_last_step_and_mk_says_why_it_cannot_run():
+    d = DATA.head(2).assign(chosen_steps=[["Add 5 and 7.", "5 + 7 = 12."], ["We add.", "So 12."]],
+                            rejected_steps=[["Add.", "5 + 7 = 13."], ["Add.", "So 13."]])
+    f = pt.perturb(d, ["FMT"], seed=0)["FMT"].frame
+    for steps, before in zip(f["chosen_steps"], d["chosen_steps"]):
+        assert len(steps) == 2 and steps[0] == before[0] and steps[1].startswith(before[1]) and steps[1] != before[1]
+    with pytest.raises(pt.PerturbationError, match="MK replaces a whole answer"):
+        pt.perturb(d, ["MK"])
