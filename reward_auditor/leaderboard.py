@@ -112,11 +112,11 @@ def item_weights(t: pd.DataFrame, layout: str, units: dict[str, list[str]]) -> n
 def _matrix(kept: dict[str, pd.DataFrame], models: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
     "The items (first model's order) and the models × items credit matrix, aligned on (subset, id)."
     base = kept[models[0]][["subset", "id", "cluster"]].reset_index(drop=True)
-    key = pd.MultiIndex.from_frame(base[["subset", "id"]])
+    key = pd.Index(lr.item_keys(base))
     Y = np.empty((len(models), len(base)))
     for k, m in enumerate(models):
         t = kept[m]
-        Y[k] = pd.Series(t["credit"].to_numpy(), index=pd.MultiIndex.from_frame(t[["subset", "id"]])).reindex(key).to_numpy()
+        Y[k] = t["credit"].to_numpy(float)[pd.Index(lr.item_keys(t)).get_indexer(key)]
     return base, Y
 
 

@@ -21,9 +21,9 @@ from .safety import reading
 
 # %% auto #0
 __all__ = ['RB1_WEIGHTS', 'RB1_COUNTS', 'RB1_SECTIONS', 'RB2_COUNTS', 'RMBENCH_DOMAINS', 'JUDGEBENCH_CATEGORIES', 'LAYOUTS',
-           'EXPECTED_COUNTS', 'READERS', 'SUFFIXES', 'FINDING_COLUMNS', 'LeaderboardError', 'section_of', 'ModelFile',
-           'read_table', 'detect_layout', 'judgebench_correct', 'read_published', 'expand_paths', 'read_leaderboard',
-           'Integrity', 'check_integrity']
+           'EXPECTED_COUNTS', 'READERS', 'SUFFIXES', 'FINDING_COLUMNS', 'KEY_SEP', 'LeaderboardError', 'section_of',
+           'ModelFile', 'read_table', 'detect_layout', 'judgebench_correct', 'read_published', 'expand_paths',
+           'read_leaderboard', 'Integrity', 'item_keys', 'check_integrity']
 
 # %% ../nbs/01b_leaderboard_readers.ipynb #27a6a77f
 class LeaderboardError(ValueError):
@@ -362,6 +362,12 @@ class Integrity:
 
 
 FINDING_COLUMNS = ["check", "severity", "model", "subset", "count", "message"]
+KEY_SEP = "\x1f"
+
+
+def item_keys(t: pd.DataFrame) -> np.ndarray:
+    "One text key per item: subset and id (an id names an item within its subset)."
+    return (t["subset"].astype(str) + KEY_SEP + t["id"].astype(str)).to_numpy(object)
 
 
 def _row(check, severity, model, subset, count, message) -> dict:
@@ -398,21 +404,19 @@ def check_integrity(files: Sequence[ModelFile], *, items: pd.DataFrame | None = 
                              f"{int(mism.sum())} items"))
     if not kept:
         raise LeaderboardError("no model is left after the checks: " + "; ".join(dropped.values()))
-    key = {m: frozenset(zip(t["subset"], t["id"])) for m, t in kept.items()}
+    keys = {m: item_keys(t) for m, t in kept.items()}
+    key = {m: frozenset(k) for m, k in keys.items()}
     if items is not None:
-        ref = frozenset(zip(items["subset"].astype(str), items["id"].astype(str)))
+        ref = frozenset(item_keys(items))
         origin = "the benchmark's id list"
     else:                                                # the ids that more than half of the files hold
-        tally: dict = {}
-        for s in key.values():
-            for k in s:
-                tally[k] = tally.get(k, 0) + 1
-        ref = frozenset(k for k, v in tally.items() if v * 2 > len(key))
+        tally = pd.Series(np.concatenate(list(keys.values()))).value_counts()
+        ref = frozenset(tally.index[tally.to_numpy() * 2 > len(key)])
         origin = "the ids most files hold"
     for m, s in key.items():
         extra = s - ref
         if extra:
-            subs = sorted({sub for sub, _ in extra})
+            subs = sorted({k.split(KEY_SEP)[0] for k in extra})
             rows.append(_row("ids_not_in_benchmark", "error" if not common_items else "warning", m, ", ".join(subs),
                              len(extra), f"{m}: {len(extra)} ids not among {origin} (subsets {', '.join(subs)})"))
     groups: dict = {}
@@ -423,7 +427,7 @@ def check_integrity(files: Sequence[ModelFile], *, items: pd.DataFrame | None = 
         common = frozenset.intersection(*key.values())
         for g in ranked[1:]:
             diff = key[g[0]] ^ key[ranked[0][0]]
-            subs = sorted({sub for sub, _ in diff})
+            subs = sorted({k.split(KEY_SEP)[0] for k in diff})
             rows.append(_row("item_sets_differ", "error" if not common_items else "warning", _names(g),
                              ", ".join(subs), len(diff),
                              f"{len(g)} of {len(key)} models ({_names(g)}) hold item sets that differ from the "
@@ -433,14 +437,14 @@ def check_integrity(files: Sequence[ModelFile], *, items: pd.DataFrame | None = 
             bad = [r for r in rows if r["check"] == "item_sets_differ"]
             raise LeaderboardError(bad[0]["message"] + f"; pass --common-items to compare on the {len(common)} "
                                    "items every model holds")
-        kept = {m: t[[k in common for k in zip(t["subset"], t["id"])]].reset_index(drop=True) for m, t in kept.items()}
+        kept = {m: t[np.isin(keys[m], list(common))].reset_index(drop=True) for m, t in kept.items()}
         if not len(common):
             raise LeaderboardError("the models share no item: nothing to compare")
     elif any(r["check"] == "ids_not_in_benchmark" for r in rows) and not common_items:
         raise LeaderboardError(next(r["message"] for r in rows if r["check"] == "ids_not_in_benchmark")
                                + "; pass --common-items to keep only the benchmark's items")
     elif items is not None:
-        kept = {m: t[[k in ref for k in zip(t["subset"], t["id"])]].reset_index(drop=True) for m, t in kept.items()}
+        kept = {m: t[np.isin(keys[m], list(ref))].reset_index(drop=True) for m, t in kept.items()}
     sizes = next(iter(kept.values())).groupby("subset").size()
     for sub, n in sizes.items():
         if expected and sub in expected and expected[sub] != n:

@@ -28,7 +28,7 @@ FLOORS = [
     ("scorers", {"scorers"}),
     ("runs", {"engines", "specs", "audit", "verifier_answers", "verifier_transforms", "verifiers", "protocol",
               "prm_audit", "leaderboard"}),
-    ("reports", {"report"}),
+    ("reports", {"report", "leaderboard_page"}),
     ("command line", {"cli"}),
 ]
 FLOOR = {m: i for i, (_, mods) in enumerate(FLOORS) for m in mods}
