@@ -308,7 +308,7 @@ def leaderboard(paths: Sequence[str | Path] | str | Path, *, published: str | Pa
 
 # %% ../nbs/08h_leaderboard.ipynb #d719228d
 def write_rewardbench2_files(folder: str | Path, abilities: dict[str, dict[str, float]], n_per_subset: int = 40,
-                             n_ties: int = 6, seed: int = 0) -> list[Path]:
+                             n_ties: int = 6, seed: int = 0, indent: int | None = 4) -> list[Path]:
     "Write one RewardBench 2-layout file per model (`abilities`: model → subset → logit ability); returns the paths."
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -339,6 +339,6 @@ def write_rewardbench2_files(folder: str | Path, abilities: dict[str, dict[str, 
                 cols["num_correct"].append(nc)
                 cols["results"].append(None)
         p = folder / f"{model.replace('/', '_')}.json"
-        atomic_write(p, json.dumps({**cols, "model": model, "model_type": "Seq. Classifier"}, indent=4))
+        atomic_write(p, json.dumps({**cols, "model": model, "model_type": "Seq. Classifier"}, indent=indent))
         paths.append(p)
     return paths

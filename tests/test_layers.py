@@ -29,7 +29,7 @@ FLOORS = [
     ("runs", {"engines", "specs", "audit", "verifier_answers", "verifier_transforms", "verifiers", "protocol",
               "prm_audit", "leaderboard"}),
     ("reports", {"report", "leaderboard_page"}),
-    ("command line", {"cli"}),
+    ("command line", {"cli", "cli_leaderboard"}),
 ]
 FLOOR = {m: i for i, (_, mods) in enumerate(FLOORS) for m in mods}
 NAME = {i: name for i, (name, _) in enumerate(FLOORS)}
