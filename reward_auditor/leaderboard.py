@@ -18,7 +18,7 @@ import pandas as pd
 from . import data as ra_data
 from . import leaderboard_readers as lr
 from . import leaderboard_stats as ls
-from .audit import _best_of_credit, _ties_composite, _ties_stats
+from .headlines import _best_of_credit, _ties_composite, _ties_stats
 from .safety import atomic_write, plain_line, write_csv
 from .tables import write_json
 import json

@@ -17,17 +17,18 @@ NBS = PKG.parent / "nbs"
 # Floors, bottom up (README, "Contributing"). A module may import modules on its own floor or below.
 FLOORS = [
     ("ground", {"safety", "resources", "tables", "cache", "guards", "store"}),
-    ("data", {"data", "steps", "leaderboard_readers"}),
-    ("statistics", {"stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
+    ("data", {"records", "data", "steps", "leaderboard_readers"}),
+    ("statistics", {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
                     "calibration_inputs", "calibration", "planning", "leaderboard_stats"}),
     ("plots", {"plots"}),
     ("perturbations", {"rewriters", "perturbation_base", "synonyms", "meaning_check", "translation",
                        "perturbations"}),
     ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds"}),
-    ("scorer families", {"families", "endpoints", "prm"}),
+    ("scorer families", {"checkpoints", "families", "endpoints", "prm"}),
     ("scorers", {"scorers"}),
-    ("runs", {"engines", "specs", "audit", "verifier_answers", "verifier_transforms", "verifiers", "protocol",
-              "prm_audit", "leaderboard"}),
+    ("runs", {"engines", "specs", "audit_settings", "audit_conditions", "audit_scoring", "family_tests", "findings",
+              "headlines", "run_folder", "audit_result", "audit", "verifier_answers", "verifier_transforms",
+              "verifiers", "protocol", "prm_audit", "leaderboard"}),
     ("reports", {"report", "leaderboard_page"}),
     ("command line", {"cli", "cli_leaderboard"}),
 ]
@@ -36,7 +37,7 @@ NAME = {i: name for i, (name, _) in enumerate(FLOORS)}
 # named exceptions to "own floor or below": the statistics side may read the audit's result type
 CLIMBS_ALLOWED = {("compare", "audit"), ("calibration", "audit")}
 # what each of these may never import, directly or not, beyond the floor rule
-STATISTICS = {"stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
+STATISTICS = {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
               "calibration_inputs", "calibration", "planning", "leaderboard_stats"}
 HEAVY = {"torch", "transformers"}
 
