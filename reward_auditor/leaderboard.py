@@ -298,7 +298,7 @@ def leaderboard(paths: Sequence[str | Path] | str | Path, *, published: str | Pa
     conf, conf_skipped, study = pd.DataFrame(), {}, {}
     tables = confirm_input(kept, layout)
     if len(next(iter(tables.values()))) - any(s.lower() == "ties" for s in next(iter(tables.values())).index) >= 2:
-        conf, conf_skipped = ls.confirm(tables, alpha=alpha)
+        conf, conf_skipped = ls.confirm(tables, alpha=alpha, seed=seed)
         study = ls.study_summary(conf) if len(conf) else {}
     diff = compare_published(head, published, tolerance=tolerance) if published is not None else None
     return LeaderboardResult(layout, head, fams, conf, study, chk, skipped, diff, conf_skipped,

@@ -160,10 +160,10 @@ def confirm_tables(correct: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def confirm(tables: Mapping[str, pd.DataFrame], *, alpha: float = 0.05, drop_subsets: Sequence[str] = ("Ties",),
-            v_target: float = 0.10, min_power: float = 0.80) -> tuple[pd.DataFrame, dict]:
+            v_target: float = 0.10, min_power: float = 0.80, seed: int = 0) -> tuple[pd.DataFrame, dict]:
     "CONFIRM per model (BH across models) → (one row per model with its letter grade, {model: why skipped})."
     rep = ra_het.heterogeneity_many(dict(tables), alpha=alpha, drop_subsets=drop_subsets, v_target=v_target,
-                                    min_power=min_power, resample=False)
+                                    min_power=min_power, seed=seed)   # resampled p where an expected count is < 5
     t = rep.table.copy()
     t["confirm_grade"] = [confirm_grade(v, pw, bool(s), min_power=min_power)
                           for v, pw, s in zip(t["cramers_v"], t["power"], t["significant"])]
@@ -173,7 +173,7 @@ def confirm(tables: Mapping[str, pd.DataFrame], *, alpha: float = 0.05, drop_sub
 def study_summary(table: pd.DataFrame) -> dict:
     "CONFIRM's study-level numbers: share rejecting independence, median and range of V, grades, weakest subsets."
     n = len(table)
-    weakest = table["weakest"].value_counts()
+    weakest, strongest = table["weakest"].value_counts(), table["strongest"].value_counts()
     grades = table["confirm_grade"].value_counts()
     return {"models": n, "reject": int(table["significant"].sum()), "share_reject": float(table["significant"].mean()),
             "v_median": float(table["cramers_v"].median()), "v_min": float(table["cramers_v"].min()),
@@ -181,7 +181,8 @@ def study_summary(table: pd.DataFrame) -> dict:
             "grades": {g: {"count": int(grades.get(g, 0)), "share": float(grades.get(g, 0) / n)}
                        for g in [*CONFIRM_GRADES, "F", "I"]},
             "weakest": {str(k): int(v) for k, v in weakest.items()},
-            "most_often_weakest": str(weakest.index[0]), "share_most_often_weakest": float(weakest.iloc[0] / n)}
+            "most_often_weakest": str(weakest.index[0]), "share_most_often_weakest": float(weakest.iloc[0] / n),
+            "most_often_strongest": str(strongest.index[0]), "share_most_often_strongest": float(strongest.iloc[0] / n)}
 
 
 def summary_lines(s: dict) -> list[str]:
@@ -190,4 +191,5 @@ def summary_lines(s: dict) -> list[str]:
     return [f"{s['reject']} of {s['models']} models ({s['share_reject']:.1%}) reject subset independence "
             f"(BH across models); median V {s['v_median']:.3f} (range {s['v_min']:.3f}–{s['v_max']:.3f})",
             f"grades: {g}",
-            f"weakest subset: {s['most_often_weakest']} in {s['share_most_often_weakest']:.1%} of models"]
+            f"weakest subset: {s['most_often_weakest']} in {s['share_most_often_weakest']:.1%} of models; strongest: "
+            f"{s['most_often_strongest']} in {s['share_most_often_strongest']:.1%}"]
