@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['EPILOG', 'example_folder', 'add_parser', 'cmd_leaderboard']
+__all__ = ['EPILOG', 'example_folder', 'add_leaderboard', 'cmd_leaderboard']
 
 # %% ../nbs/10h_cli_leaderboard.ipynb #05106fa5
 EPILOG = """input: a folder of published per-model results, or files, of one benchmark:
@@ -43,7 +43,7 @@ def _positive(s: str) -> int:
     return v
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
+def add_leaderboard(sub) -> argparse.ArgumentParser:
     "The `leaderboard` subcommand's parser, added to the command's subparsers."
     p = sub.add_parser("leaderboard", help="rank intervals, tied groups and CONFIRM heterogeneity of a published leaderboard",
                        description="Audit a leaderboard from its published per-item results (no GPU).",
