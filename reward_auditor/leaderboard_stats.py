@@ -160,12 +160,13 @@ def confirm_tables(correct: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def confirm(tables: Mapping[str, pd.DataFrame], *, alpha: float = 0.05, drop_subsets: Sequence[str] = ("Ties",),
-            v_target: float = 0.10, min_power: float = 0.80, seed: int = 0) -> tuple[pd.DataFrame, dict]:
+            v_target: float = 0.10, min_power: float = 0.80, seed: int = 0,
+            thresholds: Mapping[str, float] | None = None) -> tuple[pd.DataFrame, dict]:
     "CONFIRM per model (BH across models) → (one row per model with its letter grade, {model: why skipped})."
     rep = ra_het.heterogeneity_many(dict(tables), alpha=alpha, drop_subsets=drop_subsets, v_target=v_target,
                                     min_power=min_power, seed=seed)   # resampled p where an expected count is < 5
     t = rep.table.copy()
-    t["confirm_grade"] = [confirm_grade(v, pw, bool(s), min_power=min_power)
+    t["confirm_grade"] = [confirm_grade(v, pw, bool(s), thresholds, min_power=min_power)
                           for v, pw, s in zip(t["cramers_v"], t["power"], t["significant"])]
     return t, dict(rep.skipped)
 
