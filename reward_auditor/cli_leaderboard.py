@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .cli_common import _alpha, _common
+
 # %% auto #0
 __all__ = ['EPILOG', 'example_folder', 'add_leaderboard', 'cmd_leaderboard']
 
@@ -29,15 +31,11 @@ def example_folder() -> Path:
     return Path(reward_auditor.__file__).resolve().parent / "examples" / "leaderboard"
 
 
-def _alpha(s: str) -> float:
-    v = float(s)
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"alpha must be between 0 and 1, got {s}")
-    return v
-
-
 def _positive(s: str) -> int:
-    v = int(s)
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sign flips must be a whole number, got {s!r}") from None
     if v < 100:
         raise argparse.ArgumentTypeError(f"use at least 100 sign flips, got {s}")
     return v
@@ -69,8 +67,7 @@ def add_leaderboard(sub) -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=float, default=0.0005,
                    help="differences from --published above this (0-1 scale) are listed (default 0.0005)")
     p.add_argument("--no-report", action="store_true", help="write no leaderboard.html")
-    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback on errors")
-    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="print less")
+    _common(p)
     return p
 
 
