@@ -12,7 +12,9 @@ One run does three things, each in a fresh process of the same interpreter (CPU 
   checked equal to the product's.
 
 Then the cost of `leaderboard()` at each of `--sizes` models, to show how it grows with M. The target is `whole`
-at 200 models under 60 CPU s and 2 GB.
+at 200 models under 60 CPU s and 2 GB. With `--rb2`, also a RewardBench 2-shaped leaderboard of M files (5 subsets
+of 350 prompts and 51 Ties prompts): its Overall family weighs subsets equally and clusters Ties' rows, so every
+pair there takes the sign-flip test (10,000 flips) instead of McNemar.
 """
 import argparse
 import json
@@ -51,6 +53,24 @@ me = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"cpu": time.process_time() - c0, "wall": time.perf_counter() - t0, "rss_mib": me.ru_maxrss / 1024,
                   "models": len(r.headline), "families": len(r.families),
                   "pairs": int(sum(len(f.pairs) for f in r.families.values()))}))
+"""
+
+RB2 = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from reward_auditor.leaderboard import leaderboard, write_rewardbench2_files
+M, folder = int(sys.argv[2]), sys.argv[3]
+rng = np.random.default_rng(0)
+subs = ["Factuality", "Precise IF", "Math", "Safety", "Focus"]
+ab = {f"org/rm-{k:03d}": {s: a + rng.normal(0, .3) - (1.2 if s == "Precise IF" else 0) for s in subs}
+      for k, a in enumerate(rng.normal(1, .8, M))}
+write_rewardbench2_files(folder, ab, n_per_subset=350, n_ties=51, indent=None)
+t0, c0 = time.perf_counter(), time.process_time()
+r = leaderboard(folder)
+print(json.dumps({"cpu": time.process_time() - c0, "wall": time.perf_counter() - t0,
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "methods": {k: f.method for k, f in r.families.items()}}))
 """
 
 PAIRS = r"""
@@ -96,6 +116,7 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=200)
     ap.add_argument("--items", type=int, default=2000)
     ap.add_argument("--sizes", type=int, nargs="*", default=[25, 50, 100, 200])
+    ap.add_argument("--rb2", action="store_true", help="also a RewardBench 2-shaped leaderboard of --models files")
     a = ap.parse_args()
     import numpy as np
     tmp = Path(tempfile.mkdtemp())
@@ -109,6 +130,10 @@ def main() -> None:
     print(f"  whole leaderboard(): {whole['cpu']:.1f} CPU s, {whole['wall']:.1f} s wall, peak RSS {whole['rss_mib']:.0f} MiB")
     print(f"  pairs, product: {prod['cpu']:.2f} CPU s; pairs, loop: {loop['cpu']:.2f} CPU s; "
           f"loop / product = {loop['cpu'] / max(prod['cpu'], 1e-9):.1f}x; same p-values: {same}")
+    if a.rb2:
+        r = run(RB2, REPO, a.models, tmp / "rb2")
+        print(f"  RewardBench 2-shaped, {a.models} files: {r['cpu']:.1f} CPU s, peak RSS {r['rss_mib']:.0f} MiB "
+              f"(Overall: {r['methods']['Overall']})")
     rows = []
     for m in a.sizes:
         f = tmp / f"long-{m}.csv"

@@ -85,13 +85,14 @@ class Family:
     def sentence(self) -> str:
         "One sentence for the report: how many of the top models no test separates."
         k, top = len(self.tied_with_top), self.ranks.sort_values("rank").iloc[0]["model"]
+        where = "overall" if self.subset == "Overall" else f"on {self.subset}"
         if len(self.models) == 1:
-            return f"on {self.subset}, {top} is the only model"
+            return f"{where}, {top} is the only model"
         if k == 1:
-            return f"on {self.subset}, {top} is significantly ahead of every other model"
+            return f"{where}, {top} is significantly ahead of every other model"
         if k == len(self.models):
-            return f"on {self.subset}, all {k} models are statistically tied"
-        return f"on {self.subset}, the top {k} models are statistically tied"
+            return f"{where}, all {k} models are statistically tied"
+        return f"{where}, the top {k} models are statistically tied"
 
 
 def family(Y, models: Sequence[str], subset: str = "all", *, weights=None, clusters=None, alpha: float = 0.05,
