@@ -149,7 +149,8 @@ def compare_published(ours: pd.DataFrame, published: str | Path | pd.DataFrame, 
     if name is None:
         raise lr.LeaderboardError(f"{published}: the published table needs a `model` column; found "
                                   f"{', '.join(map(str, pub.columns))}")
-    pub = pub.set_index(pub[name].astype(str).str.strip()).drop(columns=name)
+    # leaderboards export names as links (`<a href=…>org/model</a>`): the text is the name
+    pub = pub.set_index(pub[name].astype(str).str.replace(r"<[^>]*>", "", regex=True).str.strip()).drop(columns=name)
     lower = {str(c).strip().lower(): c for c in ours.columns}
     alias = {"average": "score", "overall": "score"}
     cols = {c: lower[alias.get(str(c).strip().lower(), str(c).strip().lower())] for c in pub.columns
