@@ -28,7 +28,7 @@ class SequentialError(StatsError):
     "Bad input to a sequential procedure: the message names the argument and what it must be."
 
 
-TRUNCATION = 0.5   # the largest bet, as a share of what the observation's range allows (WSR 2023 use 1/2 or 3/4)
+TRUNCATION = 0.75  # the largest bet, as a share of what the observation's range allows (WSR 2023 use 1/2 or 3/4)
 STATUSES = ("open", "flagged", "clean", "exhausted")
 
 
