@@ -27,7 +27,7 @@ FLOORS = [
     ("scorer families", {"checkpoints", "families", "endpoints", "prm"}),
     ("scorers", {"scorers"}),
     ("runs", {"engines", "specs", "audit_settings", "audit_conditions", "audit_scoring", "family_tests", "findings",
-              "headlines", "run_folder", "audit_result", "audit", "verifier_answers", "verifier_transforms",
+              "headlines", "run_folder", "audit_result", "audit_sequential", "audit", "verifier_answers", "verifier_transforms",
               "verifiers", "protocol", "prm_audit"}),
     ("reports", {"report"}),
     ("command line", {"cli"}),
