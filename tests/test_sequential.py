@@ -141,3 +141,16 @@ def test_bad_input_is_named():
     np.testing.assert_array_equal(S.bounded([3.0, -1.0], 2.0, clip=True), [1.0, -0.5])
     with pytest.raises(S.SequentialError, match="alpha"):
         S.ebh([1.0], 1.5)
+
+
+def test_fdr_with_real_effects_in_the_family_stays_within_alpha():
+    """Five null and five degrading cells per family (the nulls sharing the original with each other): the false
+    discovery proportion averaged over 500 families, peeking after every round, stays within alpha + 3 SE."""
+    F = 500
+    x = S.null_families(F, 10, 200, seed=17)
+    x[:, 5:, :] = np.clip(x[:, 5:, :] + 0.08, -1, 1)
+    sim = S.simulate_sequential(x, ALPHA, margin=0.2, round_size=20)
+    flagged = sim["flagged"]
+    fdp = flagged[:, :5].sum(axis=1) / np.maximum(flagged.sum(axis=1), 1)
+    assert fdp.mean() <= ALPHA + 3 * fdp.std(ddof=1) / math.sqrt(F)
+    assert flagged[:, 5:].mean() > 0.5                                      # and it finds the effects
