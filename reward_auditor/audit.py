@@ -263,7 +263,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     warn = []
     control, fdr_warn = (ra_as.sequential_error_control(settings), []) if sequential else \
         error_control(table, settings)  # unproven procedures: FDR measured for this family shape
-    for w in fdr_warn + ([] if sequential else detectability_warnings(table, settings)):
+    undetectable = [] if sequential else detectability_warnings(table, settings)  # fixed-N p_min: not sequential
+    for w in fdr_warn + undetectable + ([detectability_note(settings)] if undetectable else []):
         warn.append(w)
         warnings.warn(w, stacklevel=2)
     warn += [f"perturbation {n} skipped: {why}" for n, why in skipped.items()]
