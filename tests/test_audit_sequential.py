@@ -182,3 +182,54 @@ def test_the_ray_engine_gives_the_local_result(runs, tmp_path):
             ray.shutdown()
     pd.testing.assert_frame_equal(remote.table, local.table)
     assert remote.manifest["sequential"]["decisions"] == local.manifest["sequential"]["decisions"]
+
+
+CLI_KILL = r"""
+import os, signal, sys
+import reward_auditor.audit_sequential as AS
+from reward_auditor.cli import main
+real, n = AS._save_state, [0]
+def save(*a, **kw):
+    n[0] += 1
+    if n[0] == 3:          # round 3 scored, its record not yet written: SIGKILL, no clean-up
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*a, **kw)
+AS._save_state = save
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_cli_sequential_killed_then_resumed(runs, tmp_path, capsys):
+    """`reward-auditor audit --sequential`, killed (SIGKILL) before it records round 3, then `--resume`: the run
+    goes on from round 3 and ends with the table of an uninterrupted run; the summary states the calls saved."""
+    from reward_auditor.cli import main
+    _, seq, _, _ = runs
+    data = tmp_path / "pairs.jsonl"
+    long_chosen().to_json(data, orient="records", lines=True)
+    out = tmp_path / "run"
+    common = ["--scorer", "length", "--scorer", "noise", "--sequential", "--round-size", "20", "--margin", "1.0",
+              "--semantic-check", "off", "--no-report", "-q"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, "-c", CLI_KILL, "audit", "--data", str(data), *common, "--out", str(out)],
+                       env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == -signal.SIGKILL, p.stderr[-3000:]
+    assert json.loads((out / "sequential.json").read_text())["run"]["rounds_done"] == 2
+    assert main(["audit", "--resume", "--data", str(data), "--scorer", "length", "--scorer", "noise", "-q",
+                 "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    again = AuditResult.load(out)
+    calls = again.manifest["sequential"]["calls"]
+    assert f"{calls['scored']} pairs scored of the full audit's about {calls['full']}" in said
+    pd.testing.assert_frame_equal(again.table, seq.table)
+    assert again.manifest["sequential"]["decisions"] == seq.manifest["sequential"]["decisions"]
+
+
+def test_cli_refuses_bad_sequential_options(tmp_path, capsys):
+    from reward_auditor.cli import main
+    base = ["audit", "--data", "sample", "--scorer", "length", "--out", str(tmp_path / "o"), "-q", "--no-report"]
+    assert main([*base, "--sequential", "--round-size", "0"]) == 2
+    assert "round size must be >= 1" in capsys.readouterr().err
+    assert main([*base, "--sequential", "--scale", "nll"]) == 2
+    assert "--sequential-bound" in capsys.readouterr().err
+    assert main([*base, "--sequential-bound", "-1"]) == 2
+    assert "sequential bound must be a number > 0" in capsys.readouterr().err
