@@ -17,9 +17,10 @@ from typing import Callable, NamedTuple, Sequence
 from .specs import SpecError
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'WARNING_WIDTH', 'CLIError', 'is_input_error', 'cli_syntax',
-           'spec_option', 'error_line', 'Command', 'command_parser', 'quiet_bars', 'unknown_arguments', 'warning_text',
-           'unfold_warnings', 'warning_lines', 'interrupted_line', 'dispatch']
+__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'PROGRESS_SECONDS', 'WARNING_WIDTH', 'CLIError',
+           'is_input_error', 'cli_syntax', 'spec_option', 'error_line', 'Command', 'command_parser', 'progress_seconds',
+           'quiet_bars', 'unknown_arguments', 'warning_text', 'unfold_warnings', 'warning_lines', 'interrupted_line',
+           'dispatch']
 
 # %% ../nbs/10a_cli_common.ipynb #6ed558dd
 PROG = "reward-auditor"
@@ -154,18 +155,39 @@ def command_parser(table: dict[str, Command]) -> argparse.ArgumentParser:
     return p
 
 # %% ../nbs/10a_cli_common.ipynb #0be743f9
+PROGRESS_SECONDS = 30.0   # off a terminal, a bar still open says where it is this often
+
+
+def progress_seconds() -> float:
+    "How often an open bar prints its line off a terminal: $REWARD_AUDITOR_PROGRESS_SECONDS, else 30 s."
+    try:
+        return max(0.0, float(os.environ.get("REWARD_AUDITOR_PROGRESS_SECONDS", PROGRESS_SECONDS)))
+    except ValueError:
+        return PROGRESS_SECONDS
+
+
 def _line_progress_class():
-    "A tqdm subclass that draws nothing and writes one line when an outermost bar closes."
+    "A tqdm subclass that draws nothing: a line at a steady interval while a bar runs, and one when an outermost bar closes."
     import io
+    import time
     from tqdm import tqdm as _tqdm
 
     class LineProgress(_tqdm):
         def __init__(self, *args, **kw):
             self._line_to = kw.get("file") or sys.stderr
             kw["file"] = io.StringIO()
+            self._every, self._last = progress_seconds(), time.monotonic()
             super().__init__(*args, **kw)
 
         def display(self, msg=None, pos=None):
+            now = time.monotonic()
+            if not self.disable and self.n and now - self._last >= self._every:  # a long stage is never silent
+                self._last = now
+                total = f"/{self.total}" if self.total else ""
+                elapsed = self.format_interval(self.format_dict["elapsed"])
+                from reward_auditor.guards import shown
+                print(f"{PROG}: {shown(self.desc) or 'progress'}: {self.n}{total} after {elapsed}",
+                      file=self._line_to, flush=True)
             return True
 
         def close(self):
