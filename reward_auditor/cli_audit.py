@@ -18,7 +18,7 @@ from reward_auditor.cli_audit_args import (
     AUDIT_DEFAULTS, CONTROL_SCORERS, RUN_FILE, _absolute_paths, _audit_options, _checked_prm_threshold,
     _columns, _rewriter_options, check_engine_address, data_spec, make_engine, make_rewriter, make_scorers,
     resolve_audit_args)
-from .cli_common import CLIError, PROG, _common, _legend_epilog, _positive_int, _progress
+from .cli_common import CLIError, PROG, _common, _legend_epilog, _positive_int, _progress, warning_text
 from .specs import data_files, data_from, limit_pairs
 
 # %% auto #0
@@ -99,8 +99,12 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
         say(f"{model}: RM-Bench style matrix (n = {a.get('n')}): easy {a.get('easy', float('nan')):.3f}, "
             f"normal {a.get('normal', float('nan')):.3f}, hard {a.get('hard', float('nan')):.3f}, "
             f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
+    if (seq := result.manifest.get("sequential")):
+        c = seq["calls"]
+        say(f"sequential: {seq['rounds_run']} of {seq['rounds_planned']} rounds; {c['scored']} pairs scored of the "
+            f"full audit's {'about ' if c.get('estimated') else ''}{c['full']} ({100 * c['saved']:.1f} % saved)")
     for w in result.manifest.get("warnings", []):
-        print(f"{PROG}: warning: {shown(w)}", file=sys.stderr)
+        print(warning_text(shown(w)), file=sys.stderr)
     print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv, items.jsonl)")
     if rendered is not None:
         print(f"report: {rendered.html}")
@@ -215,7 +219,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
         warnings.filterwarnings("ignore", message="perturbation .* skipped")
         warnings.filterwarnings("ignore", message="SABHA")
         warnings.filterwarnings("ignore", message="multiplicity .* has no FDR proof")
-        warnings.filterwarnings("ignore", message="subset .*(cannot reach significance|too few changed items)")
+        warnings.filterwarnings("ignore", message="(subset .*)?(cannot reach significance|too few changed items)")
         result = audit(data, scorers, pert, seed=args["seed"], permutations=args["permutations"],
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
@@ -226,7 +230,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
                        semantic_check=args.get("semantic_check", "on") != "off",
                        errors="drop" if args.get("drop_invalid") else "raise",
-                       rewriter=rewriter,
+                       rewriter=rewriter, sequential=bool(args.get("sequential")),
+                       round_size=args.get("round_size"), sequential_bound=args.get("sequential_bound"),
                        on_start=save_arguments)
     if solutions is not None:
         run_prm_step_audits(args, solutions, scorers, out, pert, progress)
