@@ -39,6 +39,7 @@ def pages(tmp_path_factory):
     with report_session():
         out["model report"] = render(run).html
         out["subset report"] = render(run, by="subset").html
+        out["runs compared"] = render(run, compare=[run], out=root / "runs").html
         for kind, res in diagnostics.items():
             out[f"{kind} page"] = render_diagnostic(save_diagnostic(res, root / kind)).html
     out["PRM step report"] = prm_step_run(root / "prm") / "report.html"  # written by `audit` itself
@@ -64,7 +65,7 @@ def prm_step_run(root):
     return root / "run"
 
 
-KINDS = ["model report", "subset report", "compare.html", "heterogeneity page", "protocol page", "meta page",
+KINDS = ["model report", "subset report", "runs compared", "compare.html", "heterogeneity page", "protocol page", "meta page",
          "calibration page", "PRM step report"]
 
 
