@@ -103,3 +103,11 @@ def test_report_renders_a_step_only_prm_run_again(pages, tmp_path):
         assert main(["report", str(run), "--out", str(tmp_path)]) == 0
     page = (tmp_path / "report.html").read_text()
     assert "First-error F1" in page and "Process reward models: step judgements" in page and "SN" in page
+
+
+def test_model_report_leaves_out_what_it_does_not_have(pages):
+    "No PRM section (not even its heading) in a run without a PRM, and no Python `None` in a table cell."
+    page = pages["model report"].read_text()
+    assert "Process reward models" not in page and "No process reward model" not in page
+    assert ">None<" not in page
+    assert "Process reward models: step judgements" in pages["PRM step report"].read_text()
