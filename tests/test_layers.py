@@ -16,15 +16,15 @@ NBS = PKG.parent / "nbs"
 
 # Floors, bottom up (README, "Contributing"). A module may import modules on its own floor or below.
 FLOORS = [
-    ("ground", {"safety", "resources", "tables", "cache", "guards", "store"}),
+    ("ground", {"safety", "resources", "tables", "cache", "guards", "store", "generations"}),
     ("data", {"data", "steps"}),
     ("statistics", {"stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
                     "calibration_inputs", "calibration", "planning"}),
     ("plots", {"plots"}),
     ("perturbations", {"rewriters", "perturbation_base", "synonyms", "meaning_check", "translation",
                        "perturbations"}),
-    ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds"}),
-    ("scorer families", {"families", "endpoints", "prm"}),
+    ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds", "verdicts"}),
+    ("scorer families", {"families", "endpoints", "prm", "genjudge"}),
     ("scorers", {"scorers"}),
     ("runs", {"engines", "specs", "audit", "verifier_answers", "verifier_transforms", "verifiers", "protocol",
               "prm_audit"}),
