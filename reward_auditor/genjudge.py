@@ -25,7 +25,8 @@ from .verdicts import (OUTCOME_COLUMNS, VERDICT_COLUMNS, JudgeTemplate, VerdictP
                                      load_template, rating_verdict, verdict_of)
 
 # %% auto #0
-__all__ = ['SAMPLING_KEYS', 'ChatBackend', 'LocalBackend', 'GenerativeJudgeScorer', 'condition_verdicts']
+__all__ = ['SAMPLING_KEYS', 'JUDGE_OPTIONS', 'LOCAL_OPTIONS', 'CHAT_OPTIONS', 'ChatBackend', 'LocalBackend',
+           'GenerativeJudgeScorer', 'condition_verdicts', 'local_genjudge', 'endpoint_genjudge']
 
 # %% ../nbs/06c_genjudge.ipynb #4cafa0f1
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "thinking")
@@ -349,3 +350,29 @@ def condition_verdicts(name: str, base: pd.DataFrame, scored: pd.DataFrame | Non
     out = out.sort_values(["id", "order", "sample"], key=lambda s: s.map(order) if s.name == "id" else s,
                           kind="stable").reset_index(drop=True)
     return out[["condition", "id", "order", "sample", "verdict", "subset"]]
+
+# %% ../nbs/06c_genjudge.ipynb #46d063f8
+JUDGE_OPTIONS = ("template", "samples", "samples_per_request", "temperature", "top_p", "max_tokens", "thinking", "seed",
+                 "parser", "store", "name")
+LOCAL_OPTIONS = ("device", "dtype", "trust_remote_code", "revision")
+CHAT_OPTIONS = ("model", "concurrency", "timeout", "retries", "backoff", "api_key_env")
+
+
+def _split(kw: Mapping, backend_keys: Sequence[str], what: str) -> tuple[dict, dict]:
+    unknown = sorted(set(kw) - set(JUDGE_OPTIONS) - set(backend_keys))
+    if unknown:
+        raise ScorerError(f"{what} does not take {unknown[0]!r}; it takes {', '.join([*JUDGE_OPTIONS, *backend_keys])}")
+    return ({k: v for k, v in kw.items() if k in JUDGE_OPTIONS and v is not None},
+            {k: v for k, v in kw.items() if k in backend_keys and v is not None})
+
+
+def local_genjudge(spec: str, **kw) -> GenerativeJudgeScorer:
+    "A genjudge scorer over a local causal LM folder or hub id (`LocalBackend`)."
+    judge, backend = _split(kw, LOCAL_OPTIONS, "a local generative judge")
+    return GenerativeJudgeScorer(LocalBackend(spec, **backend), **judge)
+
+
+def endpoint_genjudge(url: str, **kw) -> GenerativeJudgeScorer:
+    "A genjudge scorer over an OpenAI-compatible chat endpoint (`ChatBackend`)."
+    judge, backend = _split(kw, CHAT_OPTIONS, "an endpoint generative judge")
+    return GenerativeJudgeScorer(ChatBackend(url, **backend), **judge)

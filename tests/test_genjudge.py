@@ -220,9 +220,12 @@ def test_a_tiny_local_lm_samples_gibberish_counted_as_parse_failures(tmp_path):
     folder = tiny_lm(tmp_path / "lm")
     data = make_pairs(2, seed=8)
     outs = []
-    for _ in range(2):
-        sc = GenerativeJudgeScorer(LocalBackend(str(folder), device="cpu", dtype="float32"), "mt-bench", samples=2,
-                                   max_tokens=12)
+    from reward_auditor.specs import scorer_from
+    for make in (lambda: GenerativeJudgeScorer(LocalBackend(str(folder), device="cpu", dtype="float32"), "mt-bench",
+                                               samples=2, max_tokens=12),
+                 lambda: scorer_from({"model": str(folder), "kind": "genjudge", "samples": 2, "max_tokens": 12,
+                                      "device": "cpu", "dtype": "float32"})):
+        sc = make()
         outs.append((sc.score_pairs(data, progress=False), sc.generations(data)))
         assert sc.last_report["completion_tokens"] == 0  # the second call read the store
     out, texts = outs[0]
@@ -230,3 +233,12 @@ def test_a_tiny_local_lm_samples_gibberish_counted_as_parse_failures(tmp_path):
     assert all(isinstance(t, str) for ts in texts.values() for t in ts)
     assert texts == outs[1][1]  # the same seeds from content: the same samples in a new process state
     assert len({t for ts in texts.values() for t in ts}) > 1  # sampled, not greedy
+
+
+def test_an_endpoint_recipe_of_kind_genjudge(server):
+    from reward_auditor.specs import SpecError, scorer_from
+    sc = scorer_from({"endpoint": server.url, "model": "position-judge", "kind": "genjudge", "template": "rm-bench",
+                      "samples": 3, "thinking": False, "name": "pos"})
+    assert (sc.name, sc.kind, sc.template.name, sc.samples, sc.sampling["thinking"]) == ("pos", "genjudge", "rm-bench", 3, False)
+    with pytest.raises(SpecError, match="'tokenizer' does not apply"):
+        scorer_from({"endpoint": server.url, "kind": "genjudge", "model": "null-judge", "tokenizer": "x"})
