@@ -7,14 +7,10 @@ Docs: https://reward-auditor.github.io/reward_auditor/data.html.md"""
 # %% ../nbs/01a_data.ipynb #5d203742
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import json
 import os
 import re
 import warnings
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -23,37 +19,27 @@ import numpy as np
 import pandas as pd
 
 from . import steps as ra_steps
-from .guards import InputTooLarge, read_gzip_capped, read_parquet_capped
 
 # %% auto #0
-__all__ = ['CANONICAL_COLUMNS', 'TEXT_COLUMNS', 'CONTAINERS', 'SCHEMAS', 'FORMATS', 'RMBENCH_STYLES', 'ROLES', 'SHAREGPT_ROLES',
-           'PROMPT_PERTURBATION_LABELS', 'RESPONSE_VARIANT_LABELS', 'PAPER_RESPONSE_LABELS', 'DataError', 'DataWarning',
-           'validate', 'sample_path', 'load_sample', 'read_records', 'detect_format', 'history_of', 'history_key',
-           'turn_counts', 'conversation_problems', 'split_by_turns', 'split_hh_turns', 'split_hh', 'load_preferences',
-           'load_solutions', 'rmbench_pair', 'rmbench_styles', 'rmbench_style_rewards', 'StyleMatrix',
-           'rmbench_style_matrix', 'load_perturbed']
+__all__ = ['SCHEMAS', 'FORMATS', 'CANONICAL_COLUMNS', 'TEXT_COLUMNS', 'RMBENCH_STYLES', 'ROLES', 'SHAREGPT_ROLES',
+           'PROMPT_PERTURBATION_LABELS', 'RESPONSE_VARIANT_LABELS', 'PAPER_RESPONSE_LABELS', 'validate', 'sample_path',
+           'load_sample', 'detect_format', 'history_of', 'history_key', 'turn_counts', 'conversation_problems',
+           'split_by_turns', 'split_hh_turns', 'split_hh', 'load_preferences', 'load_solutions', 'rmbench_pair',
+           'rmbench_styles', 'rmbench_style_rewards', 'StyleMatrix', 'rmbench_style_matrix', 'load_perturbed',
+           'CONTAINERS', 'DataError', 'DataWarning', 'read_records']
 
-# %% ../nbs/01a_data.ipynb #bb5a1043
-class DataError(ValueError):
-    "Bad preference data; the message names the source, the row and the field, and says what to do."
+# %% ../nbs/01a_data.ipynb #b1c3cb0c
+# the file-reading chapter, re-exported so that `from reward_auditor.data import DataError` keeps working
+from .records import (
+    CONTAINERS, DataError, DataWarning, _EXTENSIONS, _NAMES, _PARSERS, _bad_bytes_where, _container_of,
+    _parse_csv, _parse_json, _parse_jsonl, _parse_parquet, _read_bytes, _sniff, read_records)
 
-    def __init__(self, problem: str, source: Any = "<data>", row: int | None = None, field: str | None = None,
-                 row_label: str = "row", hint: str | None = None):
-        self.problem, self.source, self.row, self.field = problem, str(source), row, field
-        self.row_label, self.hint = row_label, hint
-        where = [self.source]
-        if row is not None: where.append(f"{row_label} {row}")
-        if field is not None: where.append(f"field '{field}'")
-        msg = ", ".join(where) + ": " + problem
-        if hint: msg += f" ({hint})"
-        super().__init__(msg)
+SCHEMAS = ("preferences", "rewardbench", "rmbench", "rewardbench2", "hh", "perturbed-prompt",
+           "perturbed-response", "trl", "messages", "sharegpt") + ra_steps.STEP_FORMATS
+FORMATS = CONTAINERS + SCHEMAS + ("hf",)
+# ... and still exported by `from reward_auditor.data import *` as before the split
+_all_ = ['CONTAINERS', 'DataError', 'DataWarning', 'read_records']
 
-    def __reduce__(self):  # keep the parts when the error crosses a process boundary
-        return type(self), (self.problem, self.source, self.row, self.field, self.row_label, self.hint)
-
-
-class DataWarning(UserWarning):
-    "Rows were dropped from preference data because they were invalid (only with `errors='drop'`)."
 
 # %% ../nbs/01a_data.ipynb #7254b2c8
 CANONICAL_COLUMNS = ("id", "subset", "prompt", "chosen", "rejected")
@@ -167,177 +153,6 @@ def sample_path() -> Path:
 def load_sample() -> pd.DataFrame:
     "The shipped sample: 80 hand-written preference pairs in five subsets."
     return load_preferences(sample_path(), format="jsonl")
-
-# %% ../nbs/01a_data.ipynb #72882a8d
-_EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
-               ".parquet": "parquet", ".pq": "parquet"}
-CONTAINERS = ("jsonl", "json", "csv", "parquet")
-SCHEMAS = ("preferences", "rewardbench", "rmbench", "rewardbench2", "hh", "perturbed-prompt",
-           "perturbed-response", "trl", "messages", "sharegpt") + ra_steps.STEP_FORMATS
-FORMATS = CONTAINERS + SCHEMAS + ("hf",)
-
-
-def _container_of(name: str) -> str | None:
-    "The container a file name claims (jsonl/json/csv/parquet), ignoring a trailing .gz."
-    suffixes = [s.lower() for s in Path(name).suffixes]
-    if suffixes and suffixes[-1] == ".gz": suffixes = suffixes[:-1]
-    return _EXTENSIONS.get(suffixes[-1]) if suffixes else None
-
-
-def _sniff(raw: bytes) -> str | None:
-    "The container the bytes look like, or None for unrecognised binary."
-    if raw.startswith(b"PAR1"): return "parquet"
-    head = raw.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head[:1] == b"[": return "json"
-    if head[:1] == b"{":
-        first = head.split(b"\n", 1)[0]
-        try: json.loads(first)
-        except ValueError: return "json"
-        rest = head.split(b"\n", 1)[1].strip() if b"\n" in head else b""
-        return "jsonl" if rest else "json"
-    if b"\x00" in raw[:4096]: return None
-    return "csv"
-
-
-def _read_bytes(path: Path, source: str) -> bytes:
-    "The file's bytes, gunzipped when they are gzip data."
-    try: raw = path.read_bytes()
-    except OSError as e: raise DataError(f"cannot be read ({e.strerror or e})", source) from None
-    if path.suffix.lower() == ".gz" and not raw.startswith(b"\x1f\x8b"):
-        raise DataError("is not gzip data although its name ends in .gz", source,
-                        hint="rename it without .gz or recompress it")
-    if raw.startswith(b"\x1f\x8b"):
-        try: raw = read_gzip_capped(path)   # streamed with a cap: a 3 MB bomb never becomes 3 GiB in memory
-        except InputTooLarge as e: raise DataError(str(e), source) from None
-        except (OSError, EOFError, zlib.error) as e:
-            raise DataError(f"is a damaged gzip file ({e})", source) from None
-    return raw
-
-# %% ../nbs/01a_data.ipynb #f54b48c0
-def _parse_jsonl(text: str, source: str) -> tuple[list[dict], list[int], str]:
-    "Rows of a JSON Lines text, with 1-based line numbers; blank lines are skipped."
-    records, rows = [], []
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line.strip(): continue
-        try: obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"is not valid JSON ({e.msg} at column {e.colno})", source, n, row_label="line",
-                            hint="each line of a JSONL file must be one JSON object") from None
-        if not isinstance(obj, dict):
-            raise DataError(f"is a JSON {type(obj).__name__}, not an object", source, n, row_label="line",
-                            hint="each line of a JSONL file must be one JSON object")
-        records.append(obj); rows.append(n)
-    return records, rows, "line"
-
-
-def _parse_json(text: str, source: str) -> tuple[list[dict], list[int], str]:
-    "Rows of a JSON document: a list of objects, {'data': [...]}, columns of equal-length lists, or JSON Lines."
-    try: obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        if e.msg == "Extra data" and text.lstrip().startswith("{"): return _parse_jsonl(text, source)
-        raise DataError(f"is not valid JSON ({e.msg} at column {e.colno})", source, e.lineno,
-                        row_label="line") from None
-    if isinstance(obj, dict):
-        lists = {k: v for k, v in obj.items() if isinstance(v, list)}
-        if len(lists) == 1 and all(isinstance(r, dict) for r in next(iter(lists.values()))):
-            obj = next(iter(lists.values()))
-        elif lists and len(lists) == len(obj) and len({len(v) for v in lists.values()}) == 1:
-            obj = [dict(zip(obj, vals)) for vals in zip(*obj.values())]
-        elif any(k in obj for k in ("prompt", "chosen", "rejected")):
-            obj = [obj]
-        else:
-            raise DataError("is a JSON object that holds no list of rows", source,
-                            hint="expected a list of objects, {'data': [...]}, or columns of equal-length lists")
-    if not isinstance(obj, list):
-        raise DataError(f"is a JSON {type(obj).__name__}, not a list of rows", source)
-    for n, r in enumerate(obj, 1):
-        if not isinstance(r, dict):
-            raise DataError(f"is a JSON {type(r).__name__}, not an object", source, n,
-                            hint="a JSON file must hold a list of objects, one per preference pair")
-    return obj, list(range(1, len(obj) + 1)), "row"
-
-
-def _parse_csv(text: str, source: str) -> tuple[list[dict], list[int], str]:
-    "Rows of a CSV text with a header line; each row's number is the line it starts on."
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader, None)
-        if header is None: raise DataError("is empty", source)
-        header = [h.strip() for h in header]
-        dup = sorted({h for h in header if header.count(h) > 1})
-        if dup: raise DataError(f"has duplicate column names {dup} in its header", source, 1, row_label="line")
-        records, rows = [], []
-        while True:
-            start = reader.line_num + 1
-            rec = next(reader, None)
-            if rec is None: break
-            if not rec or (len(rec) == 1 and not rec[0].strip()): continue
-            if len(rec) != len(header):
-                raise DataError(f"has {len(rec)} fields but the header has {len(header)}", source, start,
-                                row_label="line", hint="quote fields that contain commas or line breaks")
-            records.append(dict(zip(header, rec))); rows.append(start)
-    except csv.Error as e:
-        raise DataError(f"is not valid CSV ({e})", source, reader.line_num, row_label="line") from None
-    return records, rows, "line"
-
-
-def _parse_parquet(raw: bytes, source: str) -> tuple[list[dict], list[int], str]:
-    "Rows of a Parquet file, with 1-based row numbers; a rewrite pack or a file that expands past the cap is refused."
-    from reward_auditor.store import PACK_KEY
-    try: table = read_parquet_capped(raw)   # the footer's sizes, then the decoded rows, against one cap
-    except InputTooLarge as e: raise DataError(str(e), source) from None
-    except Exception as e:  # pyarrow raises several unrelated types for damaged files
-        raise DataError(f"cannot be read as Parquet ({type(e).__name__}: {e})", source) from None
-    if PACK_KEY in (table.schema.metadata or {}):  # perturbed texts beside their originals: never preference data
-        raise DataError("is a rewrite pack written by `perturb`, not preference data", source,
-                        hint="audit it with --conditions, or move it out of the data folder")
-    frame = table.to_pandas()
-    return frame.to_dict("records"), list(range(1, len(frame) + 1)), "row"
-
-# %% ../nbs/01a_data.ipynb #aa9e7883
-_PARSERS = {"jsonl": _parse_jsonl, "json": _parse_json, "csv": _parse_csv}
-_NAMES = {"jsonl": "JSON Lines", "json": "JSON", "csv": "CSV", "parquet": "Parquet"}
-
-
-def _bad_bytes_where(raw: bytes, container: str, source: str, err: UnicodeDecodeError) -> DataError:
-    "A DataError for undecodable bytes, naming the line and, when the rows parse, the field."
-    line, row, field, label = raw[:err.start].count(b"\n") + 1, None, None, "line"
-    try:
-        recs, rows, label = _PARSERS[container](raw.decode("utf-8-sig", errors="replace"), source)
-        for rec, n in zip(recs, rows):
-            hits = [k for k, v in rec.items() if "\ufffd" in json.dumps(v, ensure_ascii=False)]
-            if hits: row, field = n, hits[0]; break
-    except DataError: pass
-    return DataError(f"holds bytes that are not UTF-8 (0x{raw[err.start]:02x} at byte offset {err.start})",
-                     source, row if row is not None else line, field, label if row is not None else "line",
-                     hint="re-save the file as UTF-8")
-
-
-def read_records(path: str | Path, container: str | None = None) -> tuple[list[dict], list[int], str]:
-    "Rows of a data file as dicts, with each row's 1-based line/row number and the label for it."
-    path, source = Path(path), str(path)
-    claimed = _container_of(path.name)
-    raw = _read_bytes(path, source)
-    if not raw.lstrip(b"\xef\xbb\xbf \t\r\n"): raise DataError("holds no rows (the file is empty)", source)
-    seen = _sniff(raw)
-    if container is None:
-        if claimed is None and seen is None:
-            raise DataError("is not a format this package can read", source,
-                            hint=f"pass format= one of {', '.join(CONTAINERS)}")
-        compatible = {"json": {"json", "jsonl"}, "jsonl": {"json", "jsonl"}, "csv": {"csv"},
-                      "parquet": {"parquet"}}
-        if claimed is not None and seen not in compatible[claimed]:
-            looks = f"it looks like {_NAMES[seen]}" if seen else "it looks like binary data"
-            raise DataError(f"is not {_NAMES[claimed]} although its name says so ({looks})", source,
-                            hint=f"rename it or pass format='{seen}'" if seen else "check that it is the right file")
-        container = claimed if claimed in ("csv", "parquet") else seen if claimed is None else (
-            "jsonl" if seen == "jsonl" else claimed)
-    if container == "parquet": return _parse_parquet(raw, source)
-    try: text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e: raise _bad_bytes_where(raw, container, source, e) from None
-    records, rows, label = _PARSERS[container](text, source)
-    if not records: raise DataError("holds no rows", source)
-    return records, rows, label
 
 # %% ../nbs/01a_data.ipynb #93b42347
 def _is_list(v: Any) -> bool: return isinstance(v, (list, tuple, np.ndarray))

@@ -7,10 +7,8 @@ Docs: https://reward-auditor.github.io/reward_auditor/families.html.md"""
 # %% ../nbs/06a_families.ipynb #0c7fa7d6
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,83 +19,23 @@ from . import scorer_kinds as S
 from .scorer_kinds import REGISTER_HINT, ScorerError, describe_output
 
 # %% auto #0
-__all__ = ['TEMPLATES', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'LM_KINDS', 'PAIRRM_PREFIXES', 'read_config',
-           'load_weights', 'checkpoint_shapes', 'folder_files', 'remote_code_files', 'turns_context', 'render_messages',
+__all__ = ['TEMPLATES', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'LM_KINDS', 'turns_context', 'render_messages',
            'conversation', 'extract', 'Family', 'register', 'match_family', 'hub_weight_shapes', 'weight_shapes',
-           'hub_files', 'family_of', 'registry_table', 'head_model_class', 'LDLRewardModel', 'refuse_remote_code',
-           'FamilyScorer', 'folder_hint', 'safe_rlhf_normalize', 'PairPreferenceScorer', 'check_classifier_head',
-           'load_model', 'pairrm_conversation', 'pairrm_model_class', 'PairRMScorer']
+           'hub_files', 'family_of', 'registry_table', 'refuse_remote_code', 'FamilyScorer', 'folder_hint',
+           'safe_rlhf_normalize', 'PairPreferenceScorer', 'check_classifier_head', 'load_model', 'PairRMScorer',
+           'LDLRewardModel', 'PAIRRM_PREFIXES', 'checkpoint_shapes', 'folder_files', 'head_model_class', 'load_weights',
+           'pairrm_conversation', 'pairrm_model_class', 'read_config', 'remote_code_files']
 
-# %% ../nbs/06a_families.ipynb #ff157b5b
-def _folder(spec: str, revision: str | None = None) -> Path | None:
-    "The local folder of a model: the folder itself or its hub-cache snapshot (never downloads weights)."
-    return S._model_folder(spec, revision)
+# %% ../nbs/06a_families.ipynb #69327a4a
+# the checkpoint chapter, re-exported so that `from reward_auditor.families import read_config` keeps working
+from reward_auditor.checkpoints import (
+    LDLRewardModel, PAIRRM_PREFIXES, _folder, _head_layers, _ldl_model_class, _mlp_from_state, checkpoint_shapes,
+    folder_files, head_model_class, load_weights, pairrm_conversation, pairrm_model_class, read_config,
+    remote_code_files)
+# ... and still exported by `from reward_auditor.families import *` as before the split
+_all_ = ['LDLRewardModel', 'PAIRRM_PREFIXES', 'checkpoint_shapes', 'folder_files', 'head_model_class',
+    'load_weights', 'pairrm_conversation', 'pairrm_model_class', 'read_config', 'remote_code_files']
 
-
-def read_config(spec: str, revision: str | None = None) -> dict:
-    "config.json of a model folder or hub id as a plain dict, without importing any of the model's code."
-    folder = _folder(spec, revision)
-    path = folder / "config.json" if folder is not None else None
-    if path is None or not path.is_file():
-        try:
-            from huggingface_hub import hf_hub_download
-            path = Path(hf_hub_download(spec, "config.json", revision=revision))
-        except Exception as e:
-            raise ScorerError(f"{spec} is neither a model folder with a config.json nor a reachable hub model: {e}") from e
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ScorerError(f"{path}: config.json is not valid JSON ({e})") from e
-
-
-def load_weights(path: str | os.PathLike, mmap: bool = False) -> dict:
-    "A state dict from a .pt/.bin file read with `weights_only` (no code runs); anything else is a ScorerError naming the file."
-    import torch
-    try:
-        sd = torch.load(path, map_location="cpu", mmap=mmap, weights_only=True)
-    except Exception as e:  # an UnpicklingError for a file that would run code, a RuntimeError for a damaged one
-        reason = " ".join(str(e).split())[:200]
-        raise ScorerError(f"{path} is not a weights-only PyTorch checkpoint and is refused (reading it could run "
-                          f"code): {type(e).__name__}: {reason}; save it with torch.save(model.state_dict())") from None
-    if not isinstance(sd, dict):
-        raise ScorerError(f"{path} holds a {type(sd).__name__}, not a state dict (weight name → tensor)")
-    return sd
-
-
-def checkpoint_shapes(folder: str | os.PathLike | None) -> dict[str, tuple[int, ...]]:
-    "Weight name → shape from the safetensors headers of a folder (empty if it has none)."
-    if folder is None:
-        return {}
-    out = {}
-    for f in sorted(Path(folder).glob("*.safetensors")):
-        try:
-            with open(f, "rb") as fh:
-                n = struct.unpack("<Q", fh.read(8))[0]
-                head = json.loads(fh.read(n))
-        except (OSError, ValueError, struct.error):
-            continue
-        out.update({k: tuple(v["shape"]) for k, v in head.items() if k != "__metadata__"})
-    if not out:  # .bin/.pt checkpoints: tensors memory-mapped with weights_only (plain data, no code runs)
-        for f in sorted([*Path(folder).glob("*.bin"), *Path(folder).glob("*.pt")]):
-            try:
-                import torch
-                sd = torch.load(f, map_location="cpu", mmap=True, weights_only=True)
-                out.update({k: tuple(v.shape) for k, v in sd.items() if hasattr(v, "shape")})
-            except Exception:
-                continue
-    return out
-
-
-def folder_files(folder: str | os.PathLike | None) -> list[str]:
-    "Names of the files in a model folder (empty for a hub id that is not cached)."
-    return sorted(p.name for p in Path(folder).iterdir() if p.is_file()) if folder is not None and Path(folder).is_dir() else []
-
-
-def remote_code_files(folder: str | os.PathLike | None) -> dict[str, str]:
-    "SHA-256 of each Python file in a model folder: the code `trust_remote_code` would run."
-    if folder is None:
-        return {}
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(folder).glob("*.py"))}
 
 # %% ../nbs/06a_families.ipynb #e284cf05
 def _inst_turns(messages: Sequence[dict], eos: str = "") -> str:
@@ -470,124 +408,6 @@ def registry_table() -> list[dict]:
     from reward_auditor.prm import PRM_FAMILIES  # process reward models (step scores), beside the registry
     return rows + [dict(r) for r in PRM_FAMILIES]
 
-# %% ../nbs/06a_families.ipynb #3c5887cd
-def _head_layers(shapes: dict, head: str) -> list[tuple[int, int, bool]]:
-    "(in, out, bias) of each Linear of a head, from checkpoint shapes: `head.weight` or `head.<i>.weight`."
-    if f"{head}.weight" in shapes:
-        o, i = shapes[f"{head}.weight"][:2]
-        return [(i, o, f"{head}.bias" in shapes)]
-    idx = sorted(int(k.split(".")[-2]) for k in shapes if k.startswith(head + ".") and k.endswith(".weight")
-                 and k.split(".")[-2].isdigit())
-    layers = []
-    for j in idx:
-        o, i = shapes[f"{head}.{j}.weight"][:2]
-        layers.append((i, o, f"{head}.{j}.bias" in shapes))
-    if not layers:
-        raise ScorerError(f"the checkpoint has no weights for the head '{head}' (looked for {head}.weight and {head}.<i>.weight)")
-    return layers
-
-
-def head_model_class(backbone: str, head: str, layers: list[tuple[int, int, bool]]):
-    "A PreTrainedModel: `backbone` = AutoModel.from_config(config), `head` = the Linear stack, reward at the last token."
-    import torch
-    from torch import nn
-    from transformers import AutoModel, PreTrainedModel
-    from transformers.utils import ModelOutput
-
-    class HeadRewardModel(PreTrainedModel):
-        base_model_prefix = backbone
-        supports_gradient_checkpointing = False
-        _supports_sdpa = True
-
-        def __init__(self, config):
-            super().__init__(config)
-            setattr(self, backbone, AutoModel.from_config(config))
-            mods = []
-            for k, (i, o, b) in enumerate(layers):
-                if k:
-                    mods.append(nn.ReLU())
-                mods.append(nn.Linear(i, o, bias=b))
-            setattr(self, head, mods[0] if len(mods) == 1 else nn.Sequential(*mods))
-            self.post_init()
-
-        def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kw):
-            h = getattr(self, backbone)(input_ids=input_ids, attention_mask=attention_mask,
-                                        position_ids=position_ids).last_hidden_state
-            scores = getattr(self, head)(h)  # (batch, length, k)
-            if attention_mask is None:
-                last = torch.full((h.shape[0],), h.shape[1] - 1, device=h.device)
-            else:
-                pos = torch.arange(h.shape[1], device=h.device)
-                last = (attention_mask.to(h.device) * pos).argmax(1)
-            end = scores[torch.arange(h.shape[0], device=h.device), last]
-            return ModelOutput(scores=scores, end_scores=end, logits=end)
-
-    HeadRewardModel.__name__ = f"HeadRewardModel_{head}"
-    return HeadRewardModel
-
-# %% ../nbs/06a_families.ipynb #58b104dd
-def _mlp_from_state(sd: dict, prefix: str = "network."):
-    "The Linear layers of a stack stored as `prefix.<i>.weight/bias`, in index order, as float32 modules."
-    from torch import nn
-    idx = sorted({int(k[len(prefix):].split(".")[0]) for k in sd if k.startswith(prefix) and k.endswith(".weight")})
-    if not idx:
-        raise ScorerError(f"a head state dict without {prefix}<i>.weight entries (has {sorted(sd)[:4]})")
-    layers = nn.ModuleList()
-    for i in idx:
-        w, b = sd[f"{prefix}{i}.weight"], sd.get(f"{prefix}{i}.bias")
-        lin = nn.Linear(w.shape[1], w.shape[0], bias=b is not None)
-        lin.weight.data.copy_(w.float())
-        if b is not None:
-            lin.bias.data.copy_(b.float())
-        layers.append(lin.float().requires_grad_(False))
-    return layers
-
-
-def _ldl_model_class():
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
-    from transformers.utils import ModelOutput
-
-    def run(layers, x):
-        for n, lin in enumerate(layers):
-            x = lin(x)
-            if n < len(layers) - 1:
-                x = F.leaky_relu(x)
-        return x
-
-    class LDLRewardModel(nn.Module):
-        "Backbone + LDL regression/gating heads: reward = E[bin value] of the gated mixture of 10-bin distributions."
-        def __init__(self, backbone, regression: dict, gating: dict, temperature: float = 1.0, softmax: bool = False,
-                     bins: int = 10):
-            super().__init__()
-            self.model, self.config = backbone, backbone.config
-            self.regression, self.gating = _mlp_from_state(regression), _mlp_from_state(gating)
-            self.temperature, self.softmax, self.bins = temperature, softmax, bins
-
-        def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kw):
-            h = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
-            rows = torch.arange(h.shape[0], device=h.device)
-            if attention_mask is None:
-                last = torch.full((h.shape[0],), h.shape[1] - 1, device=h.device)
-            else:
-                last = (attention_mask.to(h.device) * torch.arange(h.shape[1], device=h.device)).argmax(1)
-            x = h[rows, last].float()
-            dist = torch.softmax(run(self.regression, x).view(x.shape[0], -1, self.bins), -1)  # (batch, k, bins)
-            w = run(self.gating, x)
-            if self.softmax:
-                w = torch.softmax(w / self.temperature, dim=1)
-            mix = torch.bmm(w.unsqueeze(1), dist).squeeze(1)  # (batch, bins)
-            score = (mix * torch.linspace(0, 1, self.bins, device=mix.device)).sum(-1)
-            return ModelOutput(score=score, logits=score, distribution=mix)
-
-    return LDLRewardModel
-
-
-def LDLRewardModel(*args, **kw):
-    "The LDL-Reward model (a torch module) built from a backbone and the two head state dicts."
-    return _ldl_model_class()(*args, **kw)
-
 # %% ../nbs/06a_families.ipynb #5e42b765
 def refuse_remote_code(spec: str, family: Family | None, config: dict, files: dict) -> None:
     "Raise the one-line refusal for a model whose folder code would run without trust_remote_code."
@@ -896,52 +716,6 @@ def load_model(spec: str, kind: str | None = None, **kw):
     return FamilyScorer(spec, family=family, **kw)
 
 # %% ../nbs/06a_families.ipynb #812c27e8
-PAIRRM_PREFIXES = ("<|source|>", "<|candidate1|>", "<|candidate2|>")
-
-
-def pairrm_conversation(history: Sequence[dict], prompt: str, a: str, b: str) -> tuple[str, str, str]:
-    "PairRM's multi-turn layout: the user turns as numbered '<Response i>' slots, each candidate as its own answers."
-    turns = [m for m in history if m["role"] in ("user", "assistant")]
-    users = [m["content"] for m in turns if m["role"] == "user"] + [prompt]
-    answers = [m["content"] for m in turns if m["role"] == "assistant"]
-    source = ("Finish the following coversation in each i-th turn by filling in <Response i> with your response."
-              + "\n".join(f"USER: {u}\nAssistant: <Response {i + 1}>" for i, u in enumerate(users)))
-    cand = lambda last: "\n".join(f"<Response {i + 1}>: {x}" for i, x in enumerate([*answers, last]))
-    return source, cand(a), cand(b)
-
-
-def pairrm_model_class():
-    "A DeBERTa-v2 encoder with PairRM's head, read at the source and candidate prefix tokens."
-    import torch
-    from torch import nn
-    from transformers import DebertaV2Model, DebertaV2PreTrainedModel
-    from transformers.utils import ModelOutput
-
-    class PairRMModel(DebertaV2PreTrainedModel):
-        def __init__(self, config):
-            super().__init__(config)
-            h = config.hidden_size
-            self.pretrained_model = DebertaV2Model(config)
-            self.head_layer = nn.Sequential(nn.Dropout(0.0), nn.Linear(2 * h, h), nn.Tanh(), nn.Dropout(0.0),
-                                            nn.Linear(h, getattr(config, "n_tasks", 1)))
-            self.post_init()
-
-        def forward(self, input_ids=None, attention_mask=None, **kw):
-            enc = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            rows = torch.arange(input_ids.shape[0], device=input_ids.device)
-
-            def at(token_id):  # first occurrence of a prefix token in each row
-                return enc[rows, (input_ids == token_id).int().argmax(1)]
-
-            cfg = self.config
-            src = at(cfg.source_prefix_id)
-            left = self.head_layer(torch.cat([src, at(cfg.cand1_prefix_id)], -1))
-            right = self.head_layer(torch.cat([src, at(cfg.cand2_prefix_id)], -1))
-            return ModelOutput(logits=(left - right).mean(-1))
-
-    return PairRMModel
-
-
 class PairRMScorer(S.JudgeScorer):
     "PairRM: margin = mean over both orders of its log-odds that the chosen answer beats the rejected one."
     kind = "pairwise"

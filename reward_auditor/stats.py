@@ -1,4 +1,4 @@
-"""Preference confidence, effect sizes and the sign-flip permutation engine: did a perturbation lower a reward model's confidence more than chance would?
+"""The sign-flip permutation engine and the verdict it feeds: did a perturbation lower a reward model's confidence more than chance would? (Confidence and effect sizes: the `effects` chapter.)
 
 Docs: https://reward-auditor.github.io/reward_auditor/stats.html.md"""
 
@@ -12,259 +12,29 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats as sps
-from scipy import optimize
+from scipy import stats as sps
 
 # %% auto #0
-__all__ = ['SCALES', 'CI_METHODS', 'STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'StatsError', 'confidence',
-           'judge_confidence', 'position_bias', 'paired_differences', 'hedges_j', 'nct_ci', 'bca_interval', 'bca_ci',
-           'EffectSizes', 'undefined_reason', 'effect_sizes', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix',
+__all__ = ['STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix',
            'SignFlipResult', 'SignFlipResults', 'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue',
-           'cluster_index', 'cluster_sums', 'cluster_bca_ci', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult',
-           'paired_t', 'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic']
+           'cluster_sums', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t', 'NormalityResult',
+           'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic', 'CI_METHODS', 'EffectSizes',
+           'SCALES', 'StatsError', 'bca_ci', 'bca_interval', 'cluster_bca_ci', 'cluster_index', 'confidence',
+           'effect_sizes', 'hedges_j', 'judge_confidence', 'nct_ci', 'paired_differences', 'position_bias',
+           'undefined_reason']
 
-# %% ../nbs/02_stats.ipynb #4a1ba1a5
-class StatsError(ValueError):
-    "Invalid input to a statistics function; the message says what was wrong, where, and what to do."
+# %% ../nbs/02_stats.ipynb #ae67301d
+# the effect-size chapter, re-exported so that `from reward_auditor.stats import effect_sizes` keeps working
+from reward_auditor.effects import (
+    SCALES, CI_METHODS, StatsError, EffectSizes, _check_scale, _dz_rows, _judge_logs, _nct_cdf, _ret,
+    bca_ci, bca_interval, cluster_bca_ci,
+    cluster_index, confidence, effect_sizes, hedges_j, judge_confidence, nct_ci, paired_differences, position_bias,
+    undefined_reason)
+# ... and still exported by `from reward_auditor.stats import *` as before the split
+_all_ = ['CI_METHODS', 'EffectSizes', 'SCALES', 'StatsError', 'bca_ci', 'bca_interval', 'cluster_bca_ci',
+    'cluster_index', 'confidence', 'effect_sizes', 'hedges_j', 'judge_confidence', 'nct_ci',
+    'paired_differences', 'position_bias', 'undefined_reason']
 
-# %% ../nbs/02_stats.ipynb #78022bc5
-SCALES = ("prob", "logprob", "nll")
-
-
-def _check_scale(scale: str) -> None:
-    if scale not in SCALES:
-        raise StatsError(f"unknown scale {scale!r}: choose one of {list(SCALES)}")
-
-
-def _ret(x: np.ndarray):
-    "A 0-d array becomes a Python float; anything else is returned as is."
-    return float(x) if np.ndim(x) == 0 else x
-
-
-def confidence(margin, scale: str = "prob"):
-    "Preference confidence `M = σ(margin)` on `scale` ('prob', 'logprob' or 'nll'), stable for any margin."
-    _check_scale(scale)
-    z = np.asarray(margin, dtype=np.float64)
-    if scale == "prob":
-        return _ret(special.expit(z))
-    lp = special.log_expit(z)
-    return _ret(lp if scale == "logprob" else -lp)
-
-# %% ../nbs/02_stats.ipynb #df690fc1
-def _judge_logs(z_fwd: np.ndarray, z_rev: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
-    "(log M, log(1 − M)) of the position-debiased judge confidence."
-    if method == "prob_avg":
-        lm = np.logaddexp(special.log_expit(z_fwd), special.log_expit(z_rev)) - math.log(2)
-        l1m = np.logaddexp(special.log_expit(-z_fwd), special.log_expit(-z_rev)) - math.log(2)
-    elif method == "logit_avg":
-        z = 0.5 * (z_fwd + z_rev)
-        lm, l1m = special.log_expit(z), special.log_expit(-z)
-    else:
-        raise StatsError(f"unknown judge method {method!r}: choose 'prob_avg' or 'logit_avg'")
-    return lm, l1m
-
-
-def judge_confidence(z_fwd, z_rev, method: str = "prob_avg", scale: str = "prob"):
-    "Position-debiased judge confidence from forward/reversed logit gaps, on `scale` (or 'logit' for the margin)."
-    zf, zr = np.broadcast_arrays(np.asarray(z_fwd, np.float64), np.asarray(z_rev, np.float64))
-    lm, l1m = _judge_logs(zf, zr, method)
-    if scale == "logit":
-        return _ret(lm - l1m)
-    _check_scale(scale)
-    return _ret({"prob": np.exp(lm), "logprob": lm, "nll": -lm}[scale])
-
-
-def position_bias(z_fwd, z_rev):
-    "Per-item position bias `σ(z_fwd) − σ(z_rev)` (0 for a judge that ignores the slot)."
-    return _ret(special.expit(np.asarray(z_fwd, float)) - special.expit(np.asarray(z_rev, float)))
-
-# %% ../nbs/02_stats.ipynb #05fef344
-def paired_differences(m, m_pert, scale: str = "prob") -> tuple[np.ndarray, int]:
-    "Differences oriented so positive = degradation (`M − M'`, or `M' − M` for the 'nll' loss) → (d, n_dropped)."
-    _check_scale(scale)
-    m, mp = np.asarray(m, np.float64), np.asarray(m_pert, np.float64)
-    if m.shape != mp.shape:
-        raise StatsError(f"m has shape {m.shape} but m_pert has {mp.shape}: pass one value per item on each side")
-    d = (mp - m) if scale == "nll" else (m - mp)
-    ok = np.isfinite(d)
-    return d[ok], int((~ok).sum())
-
-
-def hedges_j(df: float) -> float:
-    "Exact Hedges small-sample correction `J(df) = Γ(df/2) / (√(df/2) Γ((df−1)/2))`."
-    if df <= 1:
-        return float("nan")
-    return float(math.exp(special.gammaln(df / 2) - special.gammaln((df - 1) / 2)) / math.sqrt(df / 2))
-
-
-def _nct_cdf(t: float, df: float, nc: float) -> float:
-    "Noncentral-t CDF; scipy returns NaN deep in a tail, where the value is 0 (t below nc) or 1."
-    v = float(special.nctdtr(df, nc, t))
-    return v if np.isfinite(v) else (0.0 if t < nc else 1.0)
-
-
-def nct_ci(t: float, n: int, level: float = 0.95) -> tuple[float, float]:
-    "Confidence interval for `d_z` by inverting the noncentral-t CDF at the observed `t` (df = n − 1)."
-    if not np.isfinite(t) or n < 2:
-        return (float(t) / math.sqrt(max(n, 1)),) * 2 if np.isinf(t) else (float("nan"),) * 2
-    df, a = n - 1, (1 - level) / 2
-
-    def root(q):
-        f = lambda lam: _nct_cdf(t, df, lam) - q
-        g = float(special.nctdtrinc(df, q, t))          # fast start; then one secant step polishes it
-        if np.isfinite(g):
-            h = 1e-4 * max(1.0, abs(g))
-            f0, f1 = f(g), f(g + h)
-            if f1 != f0:
-                g1 = g - f0 * h / (f1 - f0)
-                if abs(f(g1)) <= abs(f0):
-                    return g1
-            return g
-        lo, hi = t - 10, t + 10
-        while f(lo) < 0:
-            lo -= 10 + abs(lo)
-        while f(hi) > 0:
-            hi += 10 + abs(hi)
-        return optimize.brentq(f, lo, hi, xtol=1e-12)
-
-    return root(1 - a) / math.sqrt(n), root(a) / math.sqrt(n)
-
-# %% ../nbs/02_stats.ipynb #233d8685
-CI_METHODS = ("nct", "bca")
-
-
-def _dz_rows(X: np.ndarray) -> np.ndarray:
-    "d_z (ddof 1) of each row; a constant row gives ±inf (or 0 when it is all zeros)."
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = X.mean(axis=-1) / X.std(axis=-1, ddof=1)
-    return np.where(np.isnan(v), 0.0, v)
-
-
-def bca_interval(theta: float, replicates, jackknife, level: float = 0.95) -> tuple[float, float]:
-    "BCa interval from an estimate, its bootstrap replicates and its leave-one-out (jackknife) values (Efron 1987)."
-    tb, loo = np.asarray(replicates, np.float64), np.asarray(jackknife, np.float64)
-    z0 = special.ndtri((np.sum(tb < theta) + np.sum(tb <= theta)) / (2.0 * tb.size))   # bias correction, ties half
-    dev = loo.mean() - loo
-    den = 6.0 * float(dev @ dev) ** 1.5
-    acc = float((dev ** 3).sum() / den) if den > 0 and np.all(np.isfinite(dev)) else 0.0   # acceleration
-    a = (1 - level) / 2
-    qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
-    if not np.all(np.isfinite(qs)):
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
-    return float(lo), float(hi)
-
-
-def bca_ci(d, level: float = 0.95, n_boot: int = 2000, seed=0) -> tuple[float, float]:
-    "BCa bootstrap confidence interval for d_z of the differences `d` (resampling items; seeded; O(n_boot·n) time)."
-    d = np.asarray(d, np.float64)
-    d = d[np.isfinite(d)]
-    n = d.size
-    if n < 3 or n_boot < 2:
-        return float("nan"), float("nan")
-    theta = float(_dz_rows(d))
-    c = float(d.mean())
-    x = d - c
-    rng = np.random.default_rng(seed)           # drawn in blocks of rows: the same stream as one (n_boot, n) draw
-    step = max(1, (1 << 21) // n)               # about 2M resampled values at a time
-    tb = np.concatenate([_dz_rows(d[rng.integers(0, n, (min(step, n_boot - i), n))])   # as theta, bit for bit
-                         for i in range(0, n_boot, step)])
-    # jackknife in closed form: leaving d_i out moves the mean by (c − d_i)/(n − 1) and the sum of squares about it
-    mi = (c * n - d) / (n - 1)
-    ss = float(x @ x) + n * (c - mi) ** 2 - (d - mi) ** 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        loo = mi / np.sqrt(np.maximum(ss, 0.0) / (n - 2))
-    loo = np.where(np.isnan(loo), 0.0, loo)
-    return bca_interval(theta, tb, loo, level)
-
-# %% ../nbs/02_stats.ipynb #bb1178a3
-@dataclass
-class EffectSizes:
-    "Standardized paired effect sizes (positive = degradation) with the summary numbers they came from."
-    d_z: float
-    d_z0: float
-    g_z: float
-    d_av: float
-    d_rm: float
-    r: float
-    t: float
-    mean: float
-    sd: float
-    n: int
-    n_nonzero: int
-    n_dropped: int
-    ci_low: float
-    ci_high: float
-    ci_level: float | None = 0.95
-    ci_method: str = "bca"
-    n_clusters: int | None = None
-    undefined: str = ""
-
-
-def undefined_reason(n: int, n_nonzero: int) -> str:
-    "Why d_z of `n` pairs with `n_nonzero` changed ones says nothing ('' when it is defined)."
-    if n_nonzero == 0:
-        return "undefined: no pair changed its score (all differences are 0)"
-    if n_nonzero == 1:
-        return f"undefined: one changed pair of {n} gives d_z = ±1/√n = ±{1 / math.sqrt(n):.3f} whatever the change"
-    return ""
-
-
-def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None = 0.95, ci_method: str = "bca",
-                 n_boot: int = 2000, seed=0, cluster_ids=None) -> EffectSizes:
-    "Paired effect sizes of `M` vs `M'` (or differences `m`); CI for d_z by 'nct', 'bca', or a cluster bootstrap when pairs share clusters."
-    if ci_method not in CI_METHODS:
-        raise StatsError(f"unknown ci_method {ci_method!r}: choose one of {list(CI_METHODS)}")
-    if m_pert is None:
-        d = np.asarray(m, np.float64)
-        keep = np.isfinite(d)
-        n_dropped = int((~keep).sum())
-        d = d[keep]
-        mm = mp = None
-    else:
-        mm, mp = np.asarray(m, np.float64), np.asarray(m_pert, np.float64)
-        keep = np.isfinite(mm - mp) if mm.shape == mp.shape else None
-        d, n_dropped = paired_differences(mm, mp, scale)
-        ok = np.isfinite(mm) & np.isfinite(mp)
-        mm, mp = mm[ok], mp[ok]
-        if scale == "nll":
-            mm, mp = -mm, -mp
-    n = d.size
-    if n < 2:
-        raise StatsError(f"effect sizes need at least 2 finite pairs, got {n} (after dropping {n_dropped}): "
-                         "add items or check for NaN scores")
-    mean, sd, sd0 = float(d.mean()), float(d.std(ddof=1)), float(d.std(ddof=0))
-    n0 = int(np.count_nonzero(d))
-    why = undefined_reason(n, n0)
-    if n0 == 0:
-        dz = dz0 = t = 0.0
-    elif sd == 0:
-        dz = dz0 = t = math.copysign(math.inf, mean)
-    else:
-        dz, dz0, t = mean / sd, mean / sd0, mean / sd * math.sqrt(n)
-    gz = dz * hedges_j(n - 1)
-    d_av = d_rm = r = float("nan")
-    if mm is not None:
-        s1, s2 = mm.std(ddof=1), mp.std(ddof=1)
-        if s1 > 0 and s2 > 0:
-            r = float(np.corrcoef(mm, mp)[0, 1])
-            d_av = mean / math.sqrt((s1 ** 2 + s2 ** 2) / 2)
-            d_rm = dz * math.sqrt(2 * (1 - r)) if np.isfinite(dz) else float("nan")
-    if why:                                # t stays (the sign-flip statistic needs it); the standardized sizes go
-        dz = dz0 = gz = d_av = d_rm = float("nan")
-    lo, hi = float("nan"), float("nan")
-    codes = None if cluster_ids is None else cluster_index(cluster_ids, keep.size)[keep]
-    n_cl = None if codes is None else int(np.unique(codes).size)
-    if n_cl is not None and n_cl < n:      # some cluster holds several pairs: resample whole clusters
-        ci_method = "cluster_bca"
-        if not why and ci_level:
-            lo, hi = cluster_bca_ci(d, codes, ci_level, n_boot, seed)
-    elif not why and ci_level:
-        lo, hi = nct_ci(t, n, ci_level) if ci_method == "nct" or not np.isfinite(t) else \
-            bca_ci(d, ci_level, n_boot, seed)
-    return EffectSizes(d_z=dz, d_z0=dz0, g_z=gz, d_av=d_av, d_rm=d_rm, r=r, t=t, mean=mean, sd=sd, n=n,
-                       n_nonzero=n0, n_dropped=n_dropped, ci_low=lo, ci_high=hi, ci_level=ci_level,
-                       ci_method=ci_method, n_clusters=n_cl, undefined=why)
 
 # %% ../nbs/02_stats.ipynb #f447f734
 _GL128 = []
@@ -700,18 +470,6 @@ def min_pvalue(n_nonzero, B: int = 10_000, *, alternative: str = "greater", stat
     return float(out[0]) if np.ndim(n_nonzero) == 0 else out
 
 # %% ../nbs/02_stats.ipynb #02629c50
-def cluster_index(cluster_ids, n: int) -> np.ndarray:
-    "Integer codes 0..G−1 of `cluster_ids` (one per item, in order of first appearance); a missing id is an error."
-    ids = pd.Series(np.asarray(cluster_ids, dtype=object) if not isinstance(cluster_ids, pd.Series)
-                    else cluster_ids.to_numpy(dtype=object))
-    if len(ids) != n:
-        raise StatsError(f"cluster_ids has {len(ids)} values for {n} items: pass one cluster id per item")
-    if ids.isna().any():
-        raise StatsError(f"cluster_ids has {int(ids.isna().sum())} missing values (first at item "
-                         f"{int(np.flatnonzero(ids.isna())[0])}): give every item a cluster, or its own id")
-    return pd.factorize(ids, sort=False)[0].astype(np.int64)
-
-
 def cluster_sums(D, cluster_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Per-cluster sums of the finite differences (G × K, clusters in `cluster_index` order; NaN where a cluster has none) → (S, pairs per column, clusters per column)."
     D = np.asarray(D, np.float64)
@@ -741,29 +499,6 @@ def _clustered_tests(D, cluster_ids, *, statistic: str, min_n: int, **kw) -> Sig
     res.n, res.n_clusters = n_pairs, n_cl
     return res
 
-
-def cluster_bca_ci(d, cluster_ids, level: float = 0.95, n_boot: int = 2000, seed=0) -> tuple[float, float]:
-    "BCa interval for d_z (over pairs) that resamples whole clusters; the acceleration from a leave-one-cluster-out jackknife."
-    d = np.asarray(d, np.float64)
-    codes = cluster_index(cluster_ids, d.size)
-    G = int(codes.max()) + 1 if codes.size else 0
-    if G < 3 or n_boot < 2:
-        return float("nan"), float("nan")
-    parts = np.zeros((G, 3))                 # per cluster: pairs, Σd, Σd²
-    np.add.at(parts, codes, np.column_stack([np.ones_like(d), d, d * d]))
-
-    def dz(tot):                             # d_z (ddof 1) from (n, Σd, Σd²) totals, one row per replicate
-        n, s, q = tot[..., 0], tot[..., 1], tot[..., 2]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            v = (s / n) / np.sqrt(np.maximum(q - s * s / n, 0.0) / (n - 1))
-        return np.where(np.isnan(v), 0.0, v)
-
-    theta = float(dz(parts.sum(axis=0)))
-    draws = np.random.default_rng(seed).integers(0, G, (n_boot, G))
-    weights = np.zeros((n_boot, G))
-    np.add.at(weights, (np.repeat(np.arange(n_boot), G), draws.ravel()), 1.0)
-    tb = dz(weights @ parts)
-    return bca_interval(theta, tb, dz(parts.sum(axis=0) - parts), level)   # leave-one-cluster-out jackknife
 
 # %% ../nbs/02_stats.ipynb #b3ea7c07
 @dataclass

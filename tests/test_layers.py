@@ -17,14 +17,14 @@ NBS = PKG.parent / "nbs"
 # Floors, bottom up (README, "Contributing"). A module may import modules on its own floor or below.
 FLOORS = [
     ("ground", {"safety", "resources", "tables", "cache", "guards", "store", "generations"}),
-    ("data", {"data", "steps"}),
-    ("statistics", {"stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
+    ("data", {"records", "data", "steps"}),
+    ("statistics", {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
                     "calibration_inputs", "calibration", "planning"}),
     ("plots", {"plots"}),
     ("perturbations", {"rewriters", "perturbation_base", "synonyms", "meaning_check", "translation",
                        "perturbations"}),
     ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds", "verdicts"}),
-    ("scorer families", {"families", "endpoints", "prm", "genjudge"}),
+    ("scorer families", {"checkpoints", "families", "endpoints", "prm", "genjudge"}),
     ("scorers", {"scorers"}),
     ("runs", {"engines", "specs", "audit", "verifier_answers", "verifier_transforms", "verifiers", "protocol",
               "prm_audit"}),
@@ -36,7 +36,7 @@ NAME = {i: name for i, (name, _) in enumerate(FLOORS)}
 # named exceptions to "own floor or below": the statistics side may read the audit's result type
 CLIMBS_ALLOWED = {("compare", "audit"), ("calibration", "audit")}
 # what each of these may never import, directly or not, beyond the floor rule
-STATISTICS = {"stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
+STATISTICS = {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "compare",
               "calibration_inputs", "calibration", "planning"}
 HEAVY = {"torch", "transformers"}
 
