@@ -234,75 +234,86 @@ class GenerativeJudgeScorer(Scorer):
         key = request_key({"base": base, "n": int(n), "block": int(block)})
         return key, request_seed(key)
 
-    def generations(self, frame, cache=None, progress: bool = False, samples: int | None = None,
-                    generate: bool = True) -> dict[tuple[str, str], list[str | None]]:
-        """The K texts of every presentation (id, role), generating only the blocks the store lacks. A presentation
-        already stored with another `samples_per_request` (its layout) is read from that layout when it holds K."""
-        from tqdm.auto import tqdm
-        frame = _frame_of(frame)
+    def plan(self, frame, store: GenerationStore, samples: int | None = None) -> dict:
+        """What K samples of every presentation need: per presentation its base key and layout (n per request,
+        blocks), every request (key → base, n, seed), those the store holds, and those it lacks (`todo`, in order).
+        A presentation already stored with another `samples_per_request` is read from that layout when it holds K."""
         k = int(samples or self.samples)
-        store = self.store_for(cache)
-        pres = self.presentations(frame)
+        pres = self.presentations(_frame_of(frame))
         bases = {(pid, role): self.base_key(msgs) for pid, role, msgs in pres}
         msgs_of = {bases[(pid, role)]: msgs for pid, role, msgs in pres}
         layouts = store.get_many(["layout:" + b for b in msgs_of])
-        plan, todo = {}, {}   # base -> (n, blocks); request key -> (base, n, seed)
+        layout, wanted = {}, {}
         for base in msgs_of:
             lay = layouts.get("layout:" + base)
             n = int(lay["n"]) if lay and int(lay["n"]) * int(lay["blocks"]) >= k else self.samples_per_request
-            plan[base] = (n, -(-k // n))
-        wanted = {}
-        for base, (n, m) in plan.items():
-            for j in range(m):
+            layout[base] = (n, -(-k // n))
+            for j in range(layout[base][1]):
                 key, seed = self.request(base, n, j)
                 wanted[key] = (base, n, seed)
         got = store.get_many(list(wanted))
-        todo = [key for key in wanted if key not in got]
-        rep = {"requests": 0, "stored_requests": len(wanted) - len(todo), "completion_tokens": 0, "prompt_tokens": 0}
-        if todo and not generate:
-            raise ScorerError(f"{self.name}: {len(todo)} requests are not in the generation store {store.path}")
-        bar = tqdm(total=len(todo), desc=self.name, disable=not progress or len(todo) < 2, leave=False)
+        return {"k": k, "presentations": len(pres), "bases": bases, "messages": msgs_of, "layouts": layouts,
+                "layout": layout, "wanted": wanted, "got": got, "todo": [key for key in wanted if key not in got]}
+
+    def _generate_all(self, jobs: list[tuple[str, list[dict], int, int]], on_done) -> None:
+        "Run (key, messages, n, seed) requests, at most `concurrency` in flight; `on_done(key, record)` as each lands."
         workers = max(1, int(getattr(self.backend, "concurrency", 1)))
         pool = ThreadPoolExecutor(max_workers=workers)
-        pending, queue = {}, list(reversed(todo))
+        pending, queue = {}, list(reversed(jobs))
         try:
             while queue or pending:
                 while queue and len(pending) < workers:
-                    key = queue.pop()
-                    base, n, seed = wanted[key]
-                    pending[pool.submit(self.backend.generate, msgs_of[base], n, seed, self.sampling)] = key
+                    key, msgs, n, seed = queue.pop()
+                    pending[pool.submit(self.backend.generate, msgs, n, seed, self.sampling)] = (key, n)
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for f in done:
-                    key = pending.pop(f)
-                    rec = f.result()  # an error stops the run; every request already returned is stored
-                    base, n, _ = wanted[key]
+                    key, n = pending.pop(f)
+                    rec = f.result()  # an error stops the run; every request already returned is kept
                     if len(rec.get("texts", ())) != n:
                         raise ScorerError(f"{self.name}: a request for {n} samples returned {len(rec.get('texts', ()))}")
-                    store.put(key, rec)
-                    got[key] = rec
-                    rep["requests"] += 1
-                    rep["completion_tokens"] += int(rec.get("completion_tokens", 0))
-                    rep["prompt_tokens"] += int(rec.get("prompt_tokens", 0))
-                    bar.update(1)
+                    on_done(key, rec)
         finally:
             for f in pending:
                 f.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def generations(self, frame, cache=None, progress: bool = False, samples: int | None = None,
+                    generate: bool = True) -> dict[tuple[str, str], list[str | None]]:
+        "The K texts of every presentation (id, role), generating only the requests the store lacks."
+        from tqdm.auto import tqdm
+        store = self.store_for(cache)
+        p = self.plan(frame, store, samples)
+        got, todo, wanted = p["got"], p["todo"], p["wanted"]
+        rep = {"requests": 0, "stored_requests": len(wanted) - len(todo), "completion_tokens": 0, "prompt_tokens": 0}
+        if todo and not generate:
+            raise ScorerError(f"{self.name}: {len(todo)} requests are not in the generation store {store.path}")
+        bar = tqdm(total=len(todo), desc=self.name, disable=not progress or len(todo) < 2, leave=False)
+
+        def done(key, rec):
+            store.put(key, rec)  # committed as it lands: a killed run keeps every answered request
+            got[key] = rec
+            rep["requests"] += 1
+            rep["completion_tokens"] += int(rec.get("completion_tokens", 0))
+            rep["prompt_tokens"] += int(rec.get("prompt_tokens", 0))
+            bar.update(1)
+        try:
+            self._generate_all([(key, p["messages"][wanted[key][0]], wanted[key][1], wanted[key][2]) for key in todo], done)
+        finally:
             bar.close()
         grown = {}
-        for base, (n, m) in plan.items():  # what the store now holds for each presentation, for later reads
-            lay = layouts.get("layout:" + base)
+        for base, (n, m) in p["layout"].items():  # what the store now holds for each presentation, for later reads
+            lay = p["layouts"].get("layout:" + base)
             if not lay or (int(lay["n"]) == n and int(lay["blocks"]) < m):
                 grown["layout:" + base] = {"n": n, "blocks": m}
         store.put_many(grown)
         for n_, v in rep.items():
             self.totals[n_] += v
-        self.last_report = {**rep, "samples": k, "samples_per_request": self.samples_per_request,
-                            "presentations": len(pres)}
+        self.last_report = {**rep, "samples": p["k"], "samples_per_request": self.samples_per_request,
+                            "presentations": p["presentations"]}
         out = {}
-        for (pid, role), base in bases.items():
-            n = plan[base][0]
-            out[(pid, role)] = [got[self.request(base, n, i // n)[0]]["texts"][i % n] for i in range(k)]
+        for (pid, role), base in p["bases"].items():
+            n = p["layout"][base][0]
+            out[(pid, role)] = [got[self.request(base, n, i // n)[0]]["texts"][i % n] for i in range(p["k"])]
         return out
 
     def verdicts(self, frame, texts: Mapping, samples: int | None = None) -> pd.DataFrame:
@@ -335,7 +346,61 @@ class GenerativeJudgeScorer(Scorer):
                                  out["position_bias"])) if out["position_bias"].notna().any() else math.nan})
         return out[["id", "margin", *OUTCOME_COLUMNS]]
 
+# %% ../nbs/06c_genjudge.ipynb #c922b95f
+def _prepare_fill(self, cache) -> None:
+    "Before an engine plans: the store the plan is checked against (the one `score_pairs` will read)."
+    self._fill_store = self.store_for(cache)
 
+
+def _pair_items(self, frame) -> list[tuple[str, str, str, str]]:
+    "The requests `score_pairs(frame)` would send: (key, messages as JSON, n, seed), texts for a worker to carry."
+    import json
+    store = getattr(self, "_fill_store", None) or self.store_for(None)
+    p = self.plan(frame, store)
+    return [(key, json.dumps(p["messages"][p["wanted"][key][0]], ensure_ascii=False), str(p["wanted"][key][1]),
+             str(p["wanted"][key][2])) for key in p["todo"]]
+
+
+def _score_chunk(self, items: list) -> tuple[list, list[dict]]:
+    "Generate one planned chunk of requests (at most `concurrency` in flight) → (keys, records), in the chunk's order."
+    import json
+    recs = {}
+    self._generate_all([(it[0], json.loads(it[1]), int(it[2]), int(it[3])) for it in items],
+                       lambda key, rec: recs.__setitem__(key, rec))
+    return [(it[0],) for it in items], [recs[it[0]] for it in items]
+
+
+def _commit_unit(self, keys: list, records: list) -> int:
+    "The driver's write of a finished unit: every record into the generation store, in one transaction."
+    store = getattr(self, "_fill_store", None) or self.store_for(None)
+    return store.put_many({k[0]: rec for k, rec in zip(keys, records)})
+
+
+def _recipe(self) -> dict:
+    "How a worker rebuilds this judge: backend and settings (the API key's variable name, never the key; no store)."
+    kw = dict(template=self.template.spec(), samples=self.samples, samples_per_request=self.samples_per_request,
+              seed=self.seed, name=self.name, **self.sampling)
+    b = self.backend
+    if isinstance(b, ChatBackend):
+        kw.update(model=b.model, concurrency=b.concurrency, **b.client.options())
+        return {"cls": endpoint_genjudge, "args": [b.url], "kwargs": kw, "env": b.client.needed_env()}
+    if isinstance(b, LocalBackend):
+        kw.update(device=b.device, dtype=str(b.dtype).replace("torch.", ""), revision=b.revision)
+        return {"cls": local_genjudge, "args": [b.spec], "kwargs": kw}
+    return {"object": self}
+
+
+GenerativeJudgeScorer.prepare_fill = _prepare_fill
+GenerativeJudgeScorer.pair_items = _pair_items
+GenerativeJudgeScorer.cache_keys = lambda self, item: [(item[0],)]
+GenerativeJudgeScorer.plan_chunks = lambda self, todo: [
+    list(range(i, min(i + max(1, int(getattr(self.backend, "concurrency", 1))), len(todo))))
+    for i in range(0, len(todo), max(1, int(getattr(self.backend, "concurrency", 1))))]
+GenerativeJudgeScorer.score_chunk = _score_chunk
+GenerativeJudgeScorer.commit_unit = _commit_unit
+GenerativeJudgeScorer.recipe = _recipe
+
+# %% ../nbs/06c_genjudge.ipynb #defb2bc4
 def condition_verdicts(name: str, base: pd.DataFrame, scored: pd.DataFrame | None, ids: Sequence,
                        changed: Sequence[bool]) -> pd.DataFrame:
     """The verdict frame of one condition over all its items: the rows scored for its changed items, and for an

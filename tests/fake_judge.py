@@ -63,7 +63,7 @@ def spell(fmt: str, side: str) -> str:
 
 class FakeJudgeServer:
     def __init__(self, fail_rate: float = 0.25, delay: float = 0.0, fail: list[int] | None = None,
-                 judges=JUDGES, die_after: int | None = None):
+                 judges=JUDGES, die_after: int | None = None, port: int = 0):
         self.fail_rate, self.delay, self.fail, self.judges = float(fail_rate), float(delay), list(fail or []), tuple(judges)
         self.die_after = die_after
         self.requests = self.choices = self.active = self.max_active = 0
@@ -114,7 +114,7 @@ class FakeJudgeServer:
                     with fake.lock:
                         fake.active -= 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", int(port)), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -200,13 +200,8 @@ class FakeJudgeServer:
         self.close()
 
 
-if __name__ == "__main__":  # serve until killed: python tests/fake_judge.py [PORT] (for the README's command lines)
+if __name__ == "__main__":  # serve until killed: python tests/fake_judge.py [PORT [JUDGE ...]]
     import sys
-    srv = FakeJudgeServer()
-    if len(sys.argv) > 1:
-        srv.close()
-        srv.httpd = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), srv.httpd.RequestHandlerClass)
-        srv.url = f"http://127.0.0.1:{sys.argv[1]}"
-        threading.Thread(target=srv.httpd.serve_forever, daemon=True).start()
+    srv = FakeJudgeServer(port=int(sys.argv[1]) if len(sys.argv) > 1 else 0, judges=tuple(sys.argv[2:]) or JUDGES)
     print(srv.url, flush=True)
     threading.Event().wait()

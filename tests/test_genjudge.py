@@ -242,3 +242,29 @@ def test_an_endpoint_recipe_of_kind_genjudge(server):
     assert (sc.name, sc.kind, sc.template.name, sc.samples, sc.sampling["thinking"]) == ("pos", "genjudge", "rm-bench", 3, False)
     with pytest.raises(SpecError, match="'tokenizer' does not apply"):
         scorer_from({"endpoint": server.url, "kind": "genjudge", "model": "null-judge", "tokenizer": "x"})
+
+
+@pytest.mark.parametrize("engine", ["local", pytest.param("ray", marks=pytest.mark.slow)])  # Ray starts in ~30 s
+def test_an_engine_fills_the_generation_store_and_the_audit_is_bitwise_the_in_process_one(server, engine, tmp_path):
+    data = make_pairs(10, seed=11)
+    conds = conditions(data)
+    kw = dict(perturbations=None, conditions=conds, permutations=500, progress=False)
+    here = audit(data, [judge(server, "length-judge")], out=tmp_path / "here", **kw)
+    if engine == "ray":
+        ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'reward_auditor[ray]')")
+        if not ray.is_initialized():
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}})
+        from reward_auditor.engines import RayEngine
+        eng = RayEngine(workers=1, cpus_per_worker=0.5, unit_batches=2)
+    else:
+        from reward_auditor.engines import LocalEngine
+        eng = LocalEngine(unit_batches=2)
+    before = server.requests
+    sc = judge(server, "length-judge")
+    there = audit(data, [sc], out=tmp_path / "there", engine=eng, **kw)
+    assert eng.reports[-1].computed == server.requests - before == 10 * 2 * 4  # 10 pairs, 2 orders, orig + 3 conditions
+    assert sc.last_report["requests"] == 0  # the audit's own scoring read what the engine stored
+    cols = ["model", "id", "perturbation", "margin_before", "margin_after"]
+    assert here.items[cols].to_csv() == there.items[cols].to_csv()
+    assert here.table["p"].to_numpy().tobytes() == there.table["p"].to_numpy().tobytes()
