@@ -206,7 +206,15 @@ class GenerativeJudgeScorer(Scorer):
             return self._store
         path = getattr(cache, "path", None) if cache is not None and not isinstance(cache, (str, Path)) else cache
         if path is not None and str(path) != ":memory:":
-            return GenerationStore(Path(path).with_name("generations.sqlite"))
+            from reward_auditor.safety import run_file
+            folder = Path(path).parent
+            for part in ("-wal", "-shm", "-journal", ""):  # the folder's own files, not links to elsewhere
+                where = run_file(folder, "generations.sqlite" + part)
+            opened = getattr(self, "_opened", {})
+            if str(where) not in opened:
+                opened[str(where)] = GenerationStore(where)
+            self._opened = opened
+            return opened[str(where)]
         self._store = GenerationStore(":memory:")
         return self._store
 
@@ -310,10 +318,13 @@ class GenerativeJudgeScorer(Scorer):
             self.totals[n_] += v
         self.last_report = {**rep, "samples": p["k"], "samples_per_request": self.samples_per_request,
                             "presentations": p["presentations"]}
-        out = {}
+        out, cut = {}, 0
         for (pid, role), base in p["bases"].items():
             n = p["layout"][base][0]
-            out[(pid, role)] = [got[self.request(base, n, i // n)[0]]["texts"][i % n] for i in range(p["k"])]
+            recs = [got[self.request(base, n, i // n)[0]] for i in range(p["k"])]
+            out[(pid, role)] = [r["texts"][i % n] for i, r in enumerate(recs)]
+            cut += sum((r.get("finish") or [None] * n)[i % n] == "length" for i, r in enumerate(recs))
+        self.last_report["cut_at_max_tokens"] = int(cut)  # samples that hit max_tokens (often without a verdict)
         return out
 
     def verdicts(self, frame, texts: Mapping, samples: int | None = None) -> pd.DataFrame:
