@@ -21,9 +21,10 @@ import pandas as pd
 from .scorer_base import ScorerError
 
 # %% auto #0
-__all__ = ['MAX_PARSE_CHARS', 'MAX_PATTERN_CHARS', 'SIDES', 'TEMPLATE_DIR', 'MODES', 'MAX_TEMPLATE_CHARS', 'VERDICTS',
-           'VERDICT_COLUMNS', 'OUTCOME_COLUMNS', 'TemplateError', 'VerdictParser', 'JudgeTemplate', 'builtin_templates',
-           'load_template', 'verdict_of', 'rating_verdict', 'smoothed_share', 'share_margin', 'item_outcomes']
+__all__ = ['MAX_PARSE_CHARS', 'MAX_PATTERN_CHARS', 'SIDES', 'PARSE_TIMEOUT', 'TEMPLATE_DIR', 'MODES', 'MAX_TEMPLATE_CHARS',
+           'VERDICTS', 'VERDICT_COLUMNS', 'OUTCOME_COLUMNS', 'TemplateError', 'VerdictParser', 'JudgeTemplate',
+           'builtin_templates', 'load_template', 'verdict_of', 'rating_verdict', 'smoothed_share', 'share_margin',
+           'item_outcomes']
 
 # %% ../nbs/05c_verdicts.ipynb #0583545a
 class TemplateError(ScorerError):
@@ -34,6 +35,41 @@ MAX_PARSE_CHARS = 20_000
 MAX_PATTERN_CHARS = 500
 _FLAGS = {"IGNORECASE": re.IGNORECASE, "DOTALL": re.DOTALL, "MULTILINE": re.MULTILINE}
 SIDES = ("A", "B", "tie")
+
+
+PARSE_TIMEOUT = 2.0  # seconds one pattern may run on one sample (with the `regex` module; plain `re` has no limit)
+
+
+def _engine(flags: Sequence[str]):
+    "(module, flags): `regex` with a time limit when installed (it comes with transformers), else `re`."
+    try:
+        import regex as mod
+    except ImportError:
+        mod = re
+    fl = 0
+    for f in flags:
+        fl |= getattr(mod, f)
+    return mod, fl
+
+
+def _timed(call, pattern: str):
+    try:
+        return call()
+    except TimeoutError:
+        raise TemplateError(f"the verdict pattern {pattern[:80]!r} ran longer than {PARSE_TIMEOUT} s on one sample; "
+                            "simplify it (nested repetition such as (a+)+ backtracks without end)") from None
+
+
+def _find(pattern: str, text: str, flags=()) -> list[str]:
+    mod, fl = _engine(flags)
+    kw = {"timeout": PARSE_TIMEOUT} if mod is not re else {}
+    return _timed(lambda: [m.group(1) for m in mod.finditer(pattern, text, fl, **kw)], pattern)
+
+
+def _sub(pattern: str, text: str, flags=()) -> str:
+    mod, fl = _engine(flags)
+    kw = {"timeout": PARSE_TIMEOUT} if mod is not re else {}
+    return _timed(lambda: mod.sub(pattern, "", text, flags=fl, **kw), pattern)
 
 
 @dataclass(frozen=True)
@@ -106,13 +142,10 @@ class VerdictParser:
         "The label (A, B or tie) or rating of one sample, or None when the text holds no verdict this parser reads."
         if not isinstance(text, str):
             return None
-        fl = 0
-        for f in self.flags:
-            fl |= _FLAGS[f]
+        text = text[-4 * MAX_PARSE_CHARS:]
         if self.strip:
-            text = re.sub(self.strip, "", text, flags=fl)
-        text = text[-MAX_PARSE_CHARS:]
-        found = [m.group(1) for m in re.finditer(self.pattern, text, fl)]
+            text = _sub(self.strip, text, self.flags)
+        found = _find(self.pattern, text[-MAX_PARSE_CHARS:], self.flags)
         if not found:
             return None
         got = (found[-1] if self.take == "last" else found[0]).strip()
