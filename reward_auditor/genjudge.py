@@ -65,7 +65,12 @@ class ChatBackend:
         if sampling.get("thinking") is not None:
             body["chat_template_kwargs"] = {"enable_thinking": bool(sampling["thinking"])}
         where = f"{self.url}/v1/chat/completions"
-        out = self.client.request("/v1/chat/completions", body)
+        try:
+            out = self.client.request("/v1/chat/completions", body)
+        except EndpointError as e:  # vLLM's 400 for a prompt longer than the window: these samples are lost, not the run
+            if "HTTP 400" in str(e) and "context length" in str(e).lower():
+                return {"texts": [""] * n, "finish": ["too_long"] * n, "completion_tokens": 0, "prompt_tokens": 0}
+            raise
         choices = out.get("choices")
         if not isinstance(choices, list) or len(choices) != n:
             got = len(choices) if isinstance(choices, list) else quote_answer(choices)
@@ -113,6 +118,8 @@ class LocalBackend:
         self.name = Path(self.spec.rstrip("/")).name
         tpl = getattr(self.tokenizer, "chat_template", None) or ""
         self.thinking_supported = "enable_thinking" in tpl
+        from reward_auditor.model_inputs import model_limit
+        self.max_length, self.limit_source = model_limit(self.model.config, self.tokenizer)
         self._lock = threading.Lock()
 
     def identity(self) -> dict:
@@ -139,13 +146,17 @@ class LocalBackend:
         import torch
         ids = self.render(messages, sampling.get("thinking"))
         tok = self.tokenizer
+        room = int(sampling["max_tokens"]) if self.max_length is None else min(int(sampling["max_tokens"]),
+                                                                                 self.max_length - len(ids))
+        if room < 1:  # the prompt fills the model's window: no sample, each one counted invalid
+            return {"texts": [""] * n, "finish": ["too_long"] * n, "completion_tokens": 0, "prompt_tokens": len(ids)}
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         x = torch.tensor([ids], device=self.device)
         with self._lock, torch.inference_mode():
             torch.manual_seed(int(seed))  # CPU and every CUDA device: the request's own seed
             out = self.model.generate(input_ids=x, attention_mask=torch.ones_like(x), do_sample=True,
                                       temperature=float(sampling["temperature"]), top_p=float(sampling["top_p"]),
-                                      max_new_tokens=int(sampling["max_tokens"]), num_return_sequences=int(n),
+                                      max_new_tokens=room, num_return_sequences=int(n),
                                       pad_token_id=pad, top_k=0)
         new = out[:, len(ids):].tolist()
         texts, finish, used = [], [], 0
@@ -318,13 +329,16 @@ class GenerativeJudgeScorer(Scorer):
             self.totals[n_] += v
         self.last_report = {**rep, "samples": p["k"], "samples_per_request": self.samples_per_request,
                             "presentations": p["presentations"]}
-        out, cut = {}, 0
+        out, cut, long_ = {}, 0, 0
         for (pid, role), base in p["bases"].items():
             n = p["layout"][base][0]
             recs = [got[self.request(base, n, i // n)[0]] for i in range(p["k"])]
             out[(pid, role)] = [r["texts"][i % n] for i, r in enumerate(recs)]
-            cut += sum((r.get("finish") or [None] * n)[i % n] == "length" for i, r in enumerate(recs))
+            fin = [(r.get("finish") or [None] * n)[i % n] for i, r in enumerate(recs)]
+            cut += sum(f == "length" for f in fin)
+            long_ += sum(f == "too_long" for f in fin)
         self.last_report["cut_at_max_tokens"] = int(cut)  # samples that hit max_tokens (often without a verdict)
+        self.last_report["too_long"] = int(long_)  # samples never generated: the prompt filled the model's window
         return out
 
     def verdicts(self, frame, texts: Mapping, samples: int | None = None) -> pd.DataFrame:

@@ -63,9 +63,9 @@ def spell(fmt: str, side: str) -> str:
 
 class FakeJudgeServer:
     def __init__(self, fail_rate: float = 0.25, delay: float = 0.0, fail: list[int] | None = None,
-                 judges=JUDGES, die_after: int | None = None, port: int = 0):
+                 judges=JUDGES, die_after: int | None = None, port: int = 0, max_prompt_words: int | None = None):
         self.fail_rate, self.delay, self.fail, self.judges = float(fail_rate), float(delay), list(fail or []), tuple(judges)
-        self.die_after = die_after
+        self.die_after, self.max_prompt_words = die_after, max_prompt_words
         self.requests = self.choices = self.active = self.max_active = 0
         self.invalid_seen: set = set()
         self.kwargs_seen: list = []
@@ -109,6 +109,12 @@ class FakeJudgeServer:
                         return self._send(404, {"error": {"message": f"no route {self.path}"}})
                     if body.get("model") not in fake.judges:
                         return self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
+                    words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+                    if fake.max_prompt_words is not None and words > fake.max_prompt_words:
+                        return self._send(400, {"error": {"message": (
+                            f"This model's maximum context length is {fake.max_prompt_words} tokens. However, you "
+                            f"requested {words} tokens in the messages. Please reduce the length of the messages."),
+                            "type": "BadRequestError", "code": 400}})
                     self._send(200, fake.chat(body))
                 finally:
                     with fake.lock:

@@ -218,21 +218,25 @@ def test_a_tiny_local_lm_samples_gibberish_counted_as_parse_failures(tmp_path):
     from tiny_models import tiny_lm
     from reward_auditor.genjudge import LocalBackend
     folder = tiny_lm(tmp_path / "lm")
-    data = make_pairs(2, seed=8)
+    data = make_pairs(3, seed=8)
+    data.loc[2, "rejected"] = " ".join(["capital"] * 600)  # beyond the tiny model's 512 positions
     outs = []
     from reward_auditor.specs import scorer_from
-    for make in (lambda: GenerativeJudgeScorer(LocalBackend(str(folder), device="cpu", dtype="float32"), "mt-bench",
+    short = {"name": "short", "mode": "pairwise", "user": "{{ prompt }}\nA: {{ answer_a }}\nB: {{ answer_b }}\n[[A]] or [[B]]?",
+             "parser": {"pattern": r"\[\[([AB])\]\]", "labels": {"A": "A", "B": "B"}}}  # fits the tiny model's window
+    for make in (lambda: GenerativeJudgeScorer(LocalBackend(str(folder), device="cpu", dtype="float32"), short,
                                                samples=2, max_tokens=12),
                  lambda: scorer_from({"model": str(folder), "kind": "genjudge", "samples": 2, "max_tokens": 12,
-                                      "device": "cpu", "dtype": "float32"})):
+                                      "device": "cpu", "dtype": "float32", "template": short})):
         sc = make()
         outs.append((sc.score_pairs(data, progress=False), sc.generations(data)))
         assert sc.last_report["completion_tokens"] == 0  # the second call read the store
     out, texts = outs[0]
     assert (out["n_samples"] == 4).all() and (out["n_invalid"] == 4).all() and out["margin"].isna().all()
+    assert sc.last_report["too_long"] == 4  # the third pair's two presentations, 2 samples each: never generated
     assert all(isinstance(t, str) for ts in texts.values() for t in ts)
     assert texts == outs[1][1]  # the same seeds from content: the same samples in a new process state
-    assert len({t for ts in texts.values() for t in ts}) > 1  # sampled, not greedy
+    assert len({t for ts in texts.values() for t in ts if t}) > 1  # sampled, not greedy
 
 
 def test_an_endpoint_recipe_of_kind_genjudge(server):
@@ -268,3 +272,16 @@ def test_an_engine_fills_the_generation_store_and_the_audit_is_bitwise_the_in_pr
     cols = ["model", "id", "perturbation", "margin_before", "margin_after"]
     assert here.items[cols].to_csv() == there.items[cols].to_csv()
     assert here.table["p"].to_numpy().tobytes() == there.table["p"].to_numpy().tobytes()
+
+
+def test_a_prompt_longer_than_the_window_loses_its_samples_not_the_run():
+    data = make_pairs(3, seed=12)
+    data.loc[1, "chosen"] = " ".join(["word"] * 400)
+    with FakeJudgeServer(max_prompt_words=300) as srv:
+        sc = GenerativeJudgeScorer(ChatBackend(srv.url, "length-judge"), samples=4)
+        out = sc.score_pairs(data, progress=False)
+    assert out["n_invalid"].tolist() == [0, 8, 0] and np.isnan(out["margin"].iloc[1])
+    assert sc.last_report["too_long"] == 8 and np.isfinite(out["margin"].iloc[[0, 2]]).all()
+    with FakeJudgeServer(fail=[400]) as srv:  # any other refusal still stops at once, quoting the server
+        with pytest.raises(EndpointError, match="HTTP 400"):
+            GenerativeJudgeScorer(ChatBackend(srv.url, "length-judge"), samples=2).score_pairs(data, progress=False)
