@@ -40,8 +40,20 @@ def test_notebook_extra_renders_progress_bars_in_jupyter():
 
 
 # What `from reward_auditor.<module> import *` gave before the module was split into chapters (its `__all__`
-# at 6540337, perturbations at 4e73d85, stats, data and families at fd91471); a split hands the moved names on through the parent's `_all_`.
+# at 6540337, perturbations at 4e73d85, stats, data, families and audit at fd91471); a split hands the moved names on
+# through the parent's `_all_`.
 STAR_NAMES = {
+    "audit": {
+        "AuditError", "AuditResult", "AuditSettings", "BELOW_CHANCE_NOTE", "CSV_COLUMNS", "DATA_STAMP", "EFFECT_FIELDS",
+        "FAMILIES", "FINDINGS_CAPTION", "MAPPINGS", "ONE_SIDED_PRESETS", "PRESET_KEYS", "REPORT_NAME", "SCALES",
+        "SCORE_COLUMNS", "STEP_SCORE_COLUMNS", "SUMMARY_COLUMNS", "TABLE_COLUMNS", "audit", "below_chance",
+        "below_chance_rows", "calibration_json", "chance_counts", "change_stats", "check_writable", "data_fingerprint",
+        "decide", "detectability_warnings", "differences", "error_control", "family_seed", "family_table",
+        "file_conditions", "findings", "findings_html", "item_cluster_codes", "item_clusters", "item_lines",
+        "locked_folder", "make_conditions", "pack_conditions", "package_versions", "perturbation_names",
+        "record_reports", "recorded_reports", "rejection_bar", "resolve_scorers", "rewardbench2_headline",
+        "score_conditions", "scorers_device", "store_key", "style_matrices", "summary_json", "too_few_to_test",
+        "truncation_counts", "truncation_table", "truncation_warnings", "write_summaries"},
     "verifiers": {
         "BUILTIN_GOLDS", "BUILTIN_VERIFIERS", "FedVerifier", "KINDS", "KNOWN_FINDINGS", "MAX_POWER_DIGITS",
         "MAX_SYMBOLIC_EXPONENT", "MathVerify", "ParseTimeout", "RULES", "Rule", "SHELLS", "STRATA",
