@@ -281,7 +281,10 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
         "wall_seconds": round(time.perf_counter() - t_start, 2),
         "cpu_seconds": {"perturb": made.get("cpu_seconds", {}), **cpu, "total": round(cpu_seconds() - cpu_start, 3)},
     }
-    result = AuditResult(table.reset_index(drop=True), items, manifest, _texts(original, conds))
+    sampled = [v.assign(model=sc.name)[["model", *v.columns]] for sc in scorer_objs
+               if isinstance(v := getattr(sc, "audit_verdicts", None), pd.DataFrame)]
+    result = AuditResult(table.reset_index(drop=True), items, manifest, _texts(original, conds),
+                         pd.concat(sampled, ignore_index=True) if sampled else None)
     if out is not None:
         result.save(out)
     return result

@@ -113,6 +113,7 @@ class AuditResult:
     items: pd.DataFrame
     manifest: dict
     texts: pd.DataFrame | None = None
+    verdicts: pd.DataFrame | None = None  # a generative judge's sampled verdicts: one row per condition, pair, order, sample
 
     FILES = RESULT_FILES
 
@@ -155,7 +156,7 @@ class AuditResult:
             (path / name).unlink(missing_ok=True)
         files = {}
         for name, frame in (("results.parquet", self.table), ("items.parquet", self.items),
-                            ("texts.parquet", self.texts)):
+                            ("texts.parquet", self.texts), ("verdicts.parquet", self.verdicts)):
             if frame is None:
                 (path / name).unlink(missing_ok=True)
                 continue
@@ -197,4 +198,5 @@ class AuditResult:
 
         texts = read("texts.parquet") if (path / "texts.parquet").exists() else None
         items = read("items.parquet") if (path / "items.parquet").exists() else pd.DataFrame()
-        return cls(read("results.parquet"), items, manifest, texts)
+        verdicts = read("verdicts.parquet") if "verdicts.parquet" in (manifest.get("files") or {}) else None
+        return cls(read("results.parquet"), items, manifest, texts, verdicts)

@@ -285,3 +285,26 @@ def test_a_prompt_longer_than_the_window_loses_its_samples_not_the_run():
     with FakeJudgeServer(fail=[400]) as srv:  # any other refusal still stops at once, quoting the server
         with pytest.raises(EndpointError, match="HTTP 400"):
             GenerativeJudgeScorer(ChatBackend(srv.url, "length-judge"), samples=2).score_pairs(data, progress=False)
+
+
+def test_the_run_folder_keeps_every_verdict_and_items_carry_the_counts(server, tmp_path):
+    from reward_auditor.audit import AuditResult
+    data = make_pairs(8, seed=13)
+    res = audit(data, [judge(server, "flaky-judge")], perturbations=None, conditions=conditions(data),
+                permutations=200, progress=False, out=tmp_path / "run")
+    v = res.verdicts
+    assert list(v.columns) == ["model", "condition", "id", "order", "sample", "verdict", "subset"]
+    assert set(v["condition"]) == {"original", "pad-rejected", "pad-chosen", "prompt-prefix"}
+    assert len(v) == 4 * 8 * 2 * 4 and set(v["verdict"]) <= {"chosen", "rejected", "tie", "invalid"}
+    it = res.items
+    for col in ("n_samples", "n_invalid", "share", "smoothed_share"):
+        assert f"{col}_before" in it and f"{col}_after" in it
+    one = it[it["perturbation"] == "pad-rejected"].set_index("id")
+    orig_bad = v[(v["condition"] == "original") & (v["verdict"] == "invalid")].groupby("id").size()
+    assert (one["n_invalid_before"] == orig_bad.reindex(one.index, fill_value=0)).all()
+    pert_bad = v[(v["condition"] == "pad-rejected") & (v["verdict"] == "invalid")].groupby("id").size()
+    assert (one["n_invalid_after"] == pert_bad.reindex(one.index, fill_value=0)).all()
+    assert res.manifest["scores"]["by_model"]["flaky-judge"]["orig"]["invalid"] == int(orig_bad.sum()) > 0
+    back = AuditResult.load(tmp_path / "run")
+    pd.testing.assert_frame_equal(back.verdicts, v)
+    assert (tmp_path / "run" / "generations.sqlite").is_file()
