@@ -233,7 +233,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
 
     warn = []
     control, fdr_warn = error_control(table, settings)  # unproven procedures: FDR measured for this family shape
-    for w in fdr_warn + detectability_warnings(table, settings):
+    undetectable = detectability_warnings(table, settings)
+    for w in fdr_warn + undetectable + ([detectability_note(settings)] if undetectable else []):
         warn.append(w)
         warnings.warn(w, stacklevel=2)
     warn += [f"perturbation {n} skipped: {why}" for n, why in skipped.items()]
