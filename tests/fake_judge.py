@@ -35,8 +35,16 @@ _B = re.compile(r"\[Answer B\]\n(.*?)\n\[End of Answer B\]", re.S)
 _ONE = re.compile(r"\[Answer\]\n(.*?)\n\[End of Answer\]", re.S)
 
 
+def instructions(text: str) -> str:
+    "The judge's instructions: the text without the question and the answers (which may hold a \\boxed{} or [[A]])."
+    starts = [i for i in (text.find("[Question]"), text.find("# Instruction:")) if i >= 0]
+    end = text.rfind("[End of Answer")
+    return text if not starts or end < 0 else text[:min(starts)] + text[end:]
+
+
 def verdict_format(text: str) -> str:
     "Which verdict format the judge's instructions ask for."
+    text = instructions(text)
     if "\\boxed{" in text:
         return "boxed"
     if "<answer>[[A]]</answer>" in text:

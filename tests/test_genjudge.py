@@ -1,5 +1,6 @@
 """Generative judges (`--kind genjudge`): sampled verdicts against an in-process OpenAI-compatible server whose judges
 follow known rules (tests/fake_judge.py), and a tiny random causal LM through the transformers backend."""
+import json
 import os
 import signal
 import subprocess
@@ -308,3 +309,23 @@ def test_the_run_folder_keeps_every_verdict_and_items_carry_the_counts(server, t
     back = AuditResult.load(tmp_path / "run")
     pd.testing.assert_frame_equal(back.verdicts, v)
     assert (tmp_path / "run" / "generations.sqlite").is_file()
+
+
+def test_the_command_line_names_what_does_not_apply(server, tmp_path, capsys):
+    from reward_auditor.cli import main
+    base = ["audit", "--data", "sample", "--limit", "6", "--perturbations", "EF", "--permutations", "100",
+            "--out", str(tmp_path / "r"), "--no-report"]
+    assert main(base + ["--scorer", "length", "--samples", "4"]) == 2
+    assert "--samples applies to generative judges" in capsys.readouterr().err
+    assert main(base + ["--model", str(tmp_path), "--kind", "genjudge", "--batch-size", "4"]) == 2
+    assert "--batch-size does not apply to --kind genjudge" in capsys.readouterr().err
+    assert main(base + ["--endpoint", server.url, "--endpoint-model", "null-judge", "--kind", "genjudge",
+                        "--endpoint-tokenizer", "x"]) == 2
+    assert "'tokenizer' does not apply" in capsys.readouterr().err
+    assert main(base + ["--endpoint", server.url, "--endpoint-model", "null-judge", "--kind", "genjudge",
+                        "--samples", "2", "--thinking", "off", "--judge-template", "judgebench"]) == 0
+    m = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    s = m["models"]["null-judge"]["settings"]
+    assert server.kwargs_seen[-1] == {"enable_thinking": False}
+    assert (m["models"]["null-judge"]["kind"], s["samples"], s["template"], s["thinking"]) == (
+        "genjudge", 2, "judgebench", False)
