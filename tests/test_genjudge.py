@@ -329,3 +329,15 @@ def test_the_command_line_names_what_does_not_apply(server, tmp_path, capsys):
     assert server.kwargs_seen[-1] == {"enable_thinking": False}
     assert (m["models"]["null-judge"]["kind"], s["samples"], s["template"], s["thinking"]) == (
         "genjudge", 2, "judgebench", False)
+
+
+def test_resume_on_the_command_line_reads_the_stored_generations(server, tmp_path):
+    from reward_auditor.cli import main
+    cmd = ["audit", "--data", "sample", "--limit", "6", "--perturbations", "EF", "--permutations", "100",
+           "--out", str(tmp_path / "r"), "--no-report", "--endpoint", server.url, "--endpoint-model", "length-judge",
+           "--kind", "genjudge", "--samples", "2"]
+    assert main(cmd) == 0
+    first = (tmp_path / "r" / "items.parquet").read_bytes()
+    n = server.requests
+    assert main(cmd[:-4] + ["--resume", "--endpoint", server.url, "--endpoint-model", "length-judge"]) == 0
+    assert server.requests == n and (tmp_path / "r" / "items.parquet").read_bytes() == first
