@@ -146,7 +146,8 @@ def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "
     # refuse a folder holding another dataset's run before any write (overwrite clears it); `on_start` runs once
     # every input is checked, before the first write into `out`
     if out is not None:
-        _stamp_data(out, original, source, overwrite, before_write=on_start)
+        _stamp_data(out, original, source, overwrite, before_write=on_start,
+                    scorers={sc.name: str(sc.fingerprint) for sc in scorer_objs})
     elif on_start is not None:
         on_start()
     perturber, made, cpu = None, {}, {}

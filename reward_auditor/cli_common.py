@@ -35,7 +35,7 @@ class CLIError(ValueError):
 INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError", "CalibrationError",
-                          "EngineError", "CompareError", "SpecError", "PRMAuditError"})  # a unit failed in the user's model or code: the message names it
+                          "EngineError", "CompareError", "SpecError", "PRMAuditError", "LeaderboardError"})  # a unit failed in the user's model or code: the message names it
 
 
 import errno as _errno
