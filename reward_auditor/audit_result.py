@@ -153,6 +153,26 @@ class AuditResult:
                               "accuracy": float(g["accuracy_before"].iloc[0])})
         return self.table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
 
+    def _by_judge(self, test, **kw) -> pd.DataFrame:
+        "`test(verdicts, **kw)` of each generative judge of the run, one block per model."
+        if self.verdicts is None or not len(self.verdicts):
+            raise AuditError("this run kept no sampled verdicts: audit a generative judge (--kind genjudge) to test them")
+        parts = [test(v.drop(columns="model"), **kw).assign(model=m) for m, v in self.verdicts.groupby("model", sort=False)]
+        out = pd.concat(parts, ignore_index=True)
+        return out[["model", *[c for c in out.columns if c != "model"]]]
+
+    def sampled_tests(self, **kw) -> pd.DataFrame:
+        """Per generative judge and condition, the paired tests of the items' shares and failure shares against
+        `original` (`sampled.sampled_tests`: the item the unit, its samples nested; keyword arguments go there)."""
+        from reward_auditor import sampled as ra_sampled
+        kw.setdefault("seed", self.manifest.get("settings", {}).get("seed", 0))
+        return self._by_judge(ra_sampled.sampled_tests, **kw)
+
+    def order_tests(self, **kw) -> pd.DataFrame:
+        "Per generative judge and condition, the swap-McNemar test of the two answer orders (`sampled.swap_mcnemar`)."
+        from reward_auditor import sampled as ra_sampled
+        return self._by_judge(ra_sampled.swap_mcnemar, **kw)
+
     def save(self, path: str | Path) -> Path:
         "Publish the result to a folder: Parquet frames, then manifest.json with each frame's sha256 (written last)."
         from reward_auditor.safety import atomic_write, file_sha256, run_file

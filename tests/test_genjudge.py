@@ -341,3 +341,17 @@ def test_resume_on_the_command_line_reads_the_stored_generations(server, tmp_pat
     n = server.requests
     assert main(cmd[:-4] + ["--resume", "--endpoint", server.url, "--endpoint-model", "length-judge"]) == 0
     assert server.requests == n and (tmp_path / "r" / "items.parquet").read_bytes() == first
+
+
+def test_the_result_hands_its_verdicts_to_the_sampled_statistics(server):
+    data = make_pairs(30, seed=14)
+    res = audit(data, [judge(server, "length-judge"), judge(server, "position-judge")], perturbations=None,
+                conditions=conditions(data), permutations=500, progress=False)
+    t = res.sampled_tests(B=2000)
+    assert set(t["model"]) == {"length-judge", "position-judge"} and set(t["condition"]) == set(conditions(data))
+    flagged = {(r.model, r.condition) for r in t.itertuples() if r.rejected}
+    assert flagged == {("length-judge", "pad-rejected")}, flagged  # share of the chosen answer drops only there
+    o = res.order_tests().set_index(["model", "condition"])
+    # the position judge picks slot A 8 times in 10 whatever it is shown: its first slot wins in both orders
+    assert (o.loc["position-judge", "first_slot_share"] > 0.9).all() and (o.loc["position-judge", "p_adjusted"] < 0.01).all()
+    assert (o.loc["length-judge", "position_bias"].abs() < 0.2).all()
