@@ -83,7 +83,8 @@ def _counts(scorer) -> dict[str, int]:
     r = getattr(scorer, "last_report", None) or {}
     out.update({k: int(r[k]) for k in ("history_messages_dropped", "history_items_cut",
                                           "bounded", "verdict_missing") if r.get(k)})  # chat judge: top-k readout
-    out.update({k: int(r[k]) for k in SAMPLED_COUNTS if r.get(k)})  # a generative judge's requests and failures
+    if getattr(scorer, "kind", "") == "genjudge":  # a generative judge's requests and failures
+        out.update({k: int(r[k]) for k in SAMPLED_COUNTS if r.get(k)})
     return out
 
 
