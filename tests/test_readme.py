@@ -7,6 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from reward_auditor.cli import main
@@ -15,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # a fragment of the line → why it is not run here (weights, GPUs, servers, big data or minutes)
 NOT_HERE = {
+    "--kind genjudge": "run in order against the stand-in judge server by test_readme_genjudge_lines_run_in_order",
     "scripts/setup.sh": "builds the virtual environment: network and minutes",
     "scripts/test.sh": "the whole test suite",
     "Skywork/Skywork-Reward-V2": "downloads a 0.6B reward model and wants a GPU",
@@ -69,6 +71,31 @@ def test_readme_line_runs(cmd, tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert rc == 0, err
     assert "error" not in err
+
+
+def test_readme_genjudge_lines_run_in_order(tmp_path, monkeypatch, capsys):
+    "The generative-judge lines, verbatim, against an OpenAI-compatible stand-in serving one judge on their port."
+    from urllib.parse import urlparse
+    from fake_judge import FakeJudgeServer
+    cmds = [c for _, c in LINES if "--kind genjudge" in c]
+    assert len(cmds) >= 2
+    url = urlparse(shlex.split(cmds[0])[shlex.split(cmds[0]).index("--endpoint") + 1])
+    try:
+        srv = FakeJudgeServer(port=url.port, judges=("length-judge",))
+    except OSError as e:
+        pytest.skip(f"port {url.port} is taken on this machine ({e}); the lines need it for the stand-in server")
+    monkeypatch.chdir(tmp_path)
+    served = []
+    with srv:
+        for cmd in cmds:
+            before = srv.requests
+            rc = main(shlex.split(cmd)[1:] + ["--no-report"])
+            err = capsys.readouterr().err
+            assert rc == 0, (cmd, err)
+            served.append(srv.requests - before)
+    assert served[0] > 0 and served[1:] == [0] * (len(cmds) - 1), served  # the later lines read stored generations
+    v = pd.read_parquet(tmp_path / "runs" / "genjudge" / "verdicts.parquet")
+    assert {"condition", "id", "order", "sample", "verdict"} <= set(v.columns) and "original" in set(v["condition"])
 
 
 def test_every_skipped_line_is_marked_on_purpose():
