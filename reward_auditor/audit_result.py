@@ -157,7 +157,8 @@ class AuditResult:
         "`test(verdicts, **kw)` of each generative judge of the run, one block per model."
         if self.verdicts is None or not len(self.verdicts):
             raise AuditError("this run kept no sampled verdicts: audit a generative judge (--kind genjudge) to test them")
-        parts = [test(v.drop(columns="model"), **kw).assign(model=m) for m, v in self.verdicts.groupby("model", sort=False)]
+        parts = [test(v.drop(columns=["model", "rationale"], errors="ignore"), **kw).assign(model=m)
+                 for m, v in self.verdicts.groupby("model", sort=False)]
         out = pd.concat(parts, ignore_index=True)
         return out[["model", *[c for c in out.columns if c != "model"]]]
 

@@ -25,7 +25,7 @@ from .verdicts import (OUTCOME_COLUMNS, VERDICT_COLUMNS, JudgeTemplate, VerdictP
                                      load_template, rating_verdict, verdict_of)
 
 # %% auto #0
-__all__ = ['SAMPLING_KEYS', 'JUDGE_OPTIONS', 'LOCAL_OPTIONS', 'CHAT_OPTIONS', 'ChatBackend', 'LocalBackend',
+__all__ = ['SAMPLING_KEYS', 'RATIONALE_CHARS', 'JUDGE_OPTIONS', 'LOCAL_OPTIONS', 'CHAT_OPTIONS', 'ChatBackend', 'LocalBackend',
            'GenerativeJudgeScorer', 'condition_verdicts', 'local_genjudge', 'endpoint_genjudge']
 
 # %% ../nbs/06c_genjudge.ipynb #4cafa0f1
@@ -169,6 +169,9 @@ class LocalBackend:
         return {"texts": texts, "finish": finish, "completion_tokens": used, "prompt_tokens": len(ids)}
 
 # %% ../nbs/06c_genjudge.ipynb #0e54fa28
+RATIONALE_CHARS = 600   # the characters of a sample's text kept beside its verdict (sample 0 of each order)
+
+
 class GenerativeJudgeScorer(Scorer):
     "A judge whose verdict is sampled text: K samples per answer order, parsed by a template's parser, pooled."
     kind = "genjudge"
@@ -342,18 +345,22 @@ class GenerativeJudgeScorer(Scorer):
         return out
 
     def verdicts(self, frame, texts: Mapping, samples: int | None = None) -> pd.DataFrame:
-        "The verdict frame (id, order, sample, verdict, subset) of parsed texts; `parse` is the template's parser."
+        """The verdict frame (id, order, sample, verdict, subset) of parsed texts; `parse` is the template's parser.
+        Sample 0 of each order keeps its text, cut at `RATIONALE_CHARS`, as `rationale` (what a report quotes)."""
         frame = _frame_of(frame)
         k, parse, rows = int(samples or self.samples), self.template.parser.parse, []
         subsets = frame["subset"].astype(str).tolist() if "subset" in frame.columns else [""] * len(frame)
+        why = lambda i, t: (t or "")[:RATIONALE_CHARS] if i == 0 else None
         for pid, sub in zip(frame["id"].astype(str), subsets):
             if self.template.mode == "pairwise":
                 for order in ("AB", "BA"):
-                    rows += [(pid, order, i, verdict_of(parse(t), order), sub) for i, t in enumerate(texts[(pid, order)][:k])]
+                    rows += [(pid, order, i, verdict_of(parse(t), order), sub, why(i, t))
+                             for i, t in enumerate(texts[(pid, order)][:k])]
             else:
                 rc, rr = texts[(pid, "chosen")][:k], texts[(pid, "rejected")][:k]
-                rows += [(pid, "AB", i, rating_verdict(parse(a), parse(b)), sub) for i, (a, b) in enumerate(zip(rc, rr))]
-        out = pd.DataFrame(rows, columns=["id", "order", "sample", "verdict", "subset"])
+                rows += [(pid, "AB", i, rating_verdict(parse(a), parse(b)), sub, why(i, a))
+                         for i, (a, b) in enumerate(zip(rc, rr))]
+        out = pd.DataFrame(rows, columns=["id", "order", "sample", "verdict", "subset", "rationale"])
         out["sample"] = out["sample"].astype(np.int64)
         return out
 
@@ -439,7 +446,8 @@ def condition_verdicts(name: str, base: pd.DataFrame, scored: pd.DataFrame | Non
     order = {i: k for k, i in enumerate(ids)}
     out = out.sort_values(["id", "order", "sample"], key=lambda s: s.map(order) if s.name == "id" else s,
                           kind="stable").reset_index(drop=True)
-    return out[["condition", "id", "order", "sample", "verdict", "subset"]]
+    return out[["condition", "id", "order", "sample", "verdict", "subset",
+                *(["rationale"] if "rationale" in out.columns else [])]]
 
 # %% ../nbs/06c_genjudge.ipynb #46d063f8
 JUDGE_OPTIONS = ("template", "samples", "samples_per_request", "temperature", "top_p", "max_tokens", "thinking", "seed",

@@ -30,7 +30,7 @@ from .report_analyses import (  # noqa: F401
     MDE_COLUMNS, PRM_TABLE_COLUMNS, RISK_CAPTION, calibration_section, comparison_figures, comparison_html,
     comparison_of, comparison_page, control_models, counted_html, mde_html, prm_results, prm_section,
     prm_section_html, prm_worst, risk_letters, risk_table_html, show_calibration, subset_heterogeneity,
-    contents_html, pair_verdicts, prm_findings_html, summary_html)
+    contents_html, pair_verdicts, prm_findings_html, summary_html, judge_section, judge_rationales_html)
 _all_ = ['esc', 'figure_html', 'frame_html', 'show', 'show_html', 'below_chance_html', 'changes_html', 'control_notes',
          'header_html', 'history_html', 'legend_html', 'manifest_html', 'rewardbench2_html', 'risk_display',
          'style_matrix_html', 'top_degraded', 'top_degraded_html', 'truncation_html', 'truth_html', 'warnings_html',

@@ -19,11 +19,11 @@ from .report_html import details_html, esc, figure_html, frame_html, show, show_
 from .report_sections import risk_display
 
 # %% auto #0
-__all__ = ['RISK_CAPTION', 'MDE_COLUMNS', 'PRM_TABLE_COLUMNS', 'PRM_INTRO', 'subset_heterogeneity', 'calibration_section',
-           'show_calibration', 'comparison_of', 'comparison_html', 'comparison_figures', 'pair_verdicts',
-           'comparison_page', 'risk_letters', 'risk_table_html', 'control_models', 'counted_html', 'contents_html',
-           'summary_html', 'mde_html', 'prm_results', 'prm_worst', 'prm_section_html', 'prm_section',
-           'prm_findings_html']
+__all__ = ['RISK_CAPTION', 'MDE_COLUMNS', 'JUDGE_INTRO', 'SHARE_COLUMNS', 'ORDER_COLUMNS', 'PRM_TABLE_COLUMNS', 'PRM_INTRO',
+           'subset_heterogeneity', 'calibration_section', 'show_calibration', 'comparison_of', 'comparison_html',
+           'comparison_figures', 'pair_verdicts', 'comparison_page', 'risk_letters', 'risk_table_html',
+           'control_models', 'counted_html', 'contents_html', 'summary_html', 'mde_html', 'judge_rationales_html',
+           'judge_section', 'prm_results', 'prm_worst', 'prm_section_html', 'prm_section', 'prm_findings_html']
 
 # %% ../nbs/09c_report_analyses.ipynb #e4825ade
 def subset_heterogeneity(result: AuditResult, **kw):
@@ -235,6 +235,56 @@ def mde_html(table: pd.DataFrame, margin: float | None = None) -> str:
     head = (f"<p>{int(under.sum())} of {len(quiet)} cells without a verdict are <b>underpowered</b>: their minimum "
             f"detectable effect (d_z at 80% power) is above {esc(m)}, so their \"no\" says nothing about robustness.</p>")
     return head + frame_html(quiet[[c for c in MDE_COLUMNS if c in quiet]])
+
+# %% ../nbs/09c_report_analyses.ipynb #91a0e572
+JUDGE_INTRO = ("<h2 id='sec-judges'>Generative judges</h2><p>Each pair was judged in both answer orders, K samples each. "
+               "<b>Shares</b>: the share of valid samples preferring the chosen answer (ties ½), original against "
+               "perturbed, paired over items; <b>failures</b>: the share of samples without a parsable verdict, tested "
+               "the same way (a perturbation that breaks the judge's format is a finding of its own); <b>orders</b>: "
+               "the swap-McNemar test of the majority verdict with the chosen answer first and second.</p>")
+SHARE_COLUMNS = {"model": "judge", "condition": "perturbation", "n_items": "items", "share_original": "share before",
+                 "share_condition": "share after", "mean_difference": "drop", "p_adjusted": "p (BH)",
+                 "failure_difference": "failure rise", "failure_p_adjusted": "failure p (BH)", "mde": "MDE"}
+ORDER_COLUMNS = {"model": "judge", "condition": "perturbation", "n_items": "items", "first_slot_wins": "first slot wins",
+                 "second_slot_wins": "second slot wins", "consistency": "consistent", "p_adjusted": "p (BH)"}
+
+
+def judge_rationales_html(res: AuditResult, k: int = 2) -> str:
+    "For each flagged cell of a generative judge, the `k` items whose share fell most: rationale before and after (escaped)."
+    v, items = res.verdicts, res.items
+    if v is None or "rationale" not in v.columns or "share_before" not in items.columns:
+        return ""
+    flagged = res.table[res.table["verdict"].isin(["UNSUITABLE", "IMPROVES"])]
+    first = v[(v["order"] == "AB") & (v["sample"] == 0)].set_index(["model", "condition", "id"])["rationale"]
+    blocks = []
+    for r in flagged.itertuples(index=False):
+        cell = items[(items["model"] == r.model) & (items["subset"] == r.subset) & (items["perturbation"] == r.perturbation)
+                     & items["changed"].astype(bool)]
+        drop = (cell["share_before"] - cell["share_after"]) * (1 if r.verdict == "UNSUITABLE" else -1)
+        rows = []
+        for _, it in cell.assign(drop=drop).nlargest(k, "drop").iterrows():
+            said = lambda cond: first.get((r.model, cond, str(it["id"])))
+            rows.append(f"<tr><td>{esc(it['id'])}</td><td>{it['share_before']:.2f} → {it['share_after']:.2f}</td>"
+                        f"<td><pre style='white-space: pre-wrap; max-width: 40em'>{esc(said('original') or '')}</pre></td>"
+                        f"<td><pre style='white-space: pre-wrap; max-width: 40em'>{esc(said(r.perturbation) or '')}</pre></td></tr>")
+        if rows:
+            head = "<tr><th>item</th><th>share</th><th>rationale, original</th><th>rationale, perturbed</th></tr>"
+            blocks.append(details_html(f"{esc(r.model)} · {esc(r.subset)} · {esc(r.perturbation)} ({esc(r.verdict)})",
+                                       f"<table>{head}{''.join(rows)}</table>"))
+    return "".join(blocks)
+
+
+def judge_section(res: AuditResult, k: int = 2) -> bool:
+    "Display the generative-judge section of a result (shares, failures, orders, rationales) → whether it had one."
+    if res.verdicts is None or not len(res.verdicts):
+        return False
+    shares = res.sampled_tests()[list(SHARE_COLUMNS)].rename(columns=SHARE_COLUMNS)
+    orders = res.order_tests()[list(ORDER_COLUMNS)].rename(columns=ORDER_COLUMNS)
+    why = judge_rationales_html(res, k)
+    show_html(JUDGE_INTRO + "<h3>Shares and parse failures</h3>" + frame_html(shares) + "<h3>Answer order</h3>"
+              + frame_html(orders) + "<h3>Rationales of the flagged cells</h3>"
+              + (why or "<p><i>No flagged cell: no rationale to show.</i></p>"))
+    return True
 
 # %% ../nbs/09c_report_analyses.ipynb #0468890b
 def prm_results(run_dir: str | Path) -> dict:

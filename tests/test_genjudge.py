@@ -64,6 +64,15 @@ def test_audit_flags_the_length_judge_where_lengths_move_and_no_judge_elsewhere(
     assert set(got.values()) == {"NO_EVIDENCE"}, got  # the prompt prefix, and every cell of the unbiased-by-length judges
     row = res.table.set_index(["model", "perturbation"]).loc[("length-judge", "pad-rejected")]
     assert row["mean_delta"] > 0.2 and row["accuracy_after"] < row["accuracy_before"]
+    # the report quotes the judge's own rationales for each flagged cell, escaped: sample 0, chosen answer first
+    from reward_auditor.report import judge_rationales_html
+    page = judge_rationales_html(res, k=2)
+    assert page.count("<details") == 2 and "pad-rejected (UNSUITABLE)" in page and "pad-chosen (IMPROVES)" in page
+    first = res.verdicts[(res.verdicts["order"] == "AB") & (res.verdicts["sample"] == 0)]
+    assert first["rationale"].notna().all() and res.verdicts.loc[res.verdicts["sample"] > 0, "rationale"].isna().all()
+    quoted = first[(first["model"] == "length-judge") & (first["condition"] == "pad-rejected")]["rationale"]
+    from html import escape
+    assert any(escape(t, quote=False)[:80] in page for t in quoted)
 
 
 def test_parse_failures_are_counted_exactly(server):
@@ -178,7 +187,7 @@ def test_condition_verdicts_copy_the_original_rows_of_unchanged_items(server):
     f["chosen"] = f["chosen"] + PAD
     sc.score_pairs(f, progress=False)
     v = condition_verdicts("pad", base, sc.last_verdicts, data["id"], [False, True, False, False])
-    assert list(v.columns) == ["condition", "id", "order", "sample", "verdict", "subset"]
+    assert list(v.columns) == ["condition", "id", "order", "sample", "verdict", "subset", "rationale"]
     assert len(v) == 4 * 8 and (v["condition"] == "pad").all()
     assert v["id"].tolist() == [i for i in data["id"] for _ in range(8)]
 
@@ -294,7 +303,7 @@ def test_the_run_folder_keeps_every_verdict_and_items_carry_the_counts(server, t
     res = audit(data, [judge(server, "flaky-judge")], perturbations=None, conditions=conditions(data),
                 permutations=200, progress=False, out=tmp_path / "run")
     v = res.verdicts
-    assert list(v.columns) == ["model", "condition", "id", "order", "sample", "verdict", "subset"]
+    assert list(v.columns) == ["model", "condition", "id", "order", "sample", "verdict", "subset", "rationale"]
     assert set(v["condition"]) == {"original", "pad-rejected", "pad-chosen", "prompt-prefix"}
     assert len(v) == 4 * 8 * 2 * 4 and set(v["verdict"]) <= {"chosen", "rejected", "tie", "invalid"}
     it = res.items
