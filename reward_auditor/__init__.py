@@ -22,10 +22,81 @@ _CALLABLE = ("audit", "heterogeneity", "compare", "calibration")
 __all__ = ["__version__", *_LAZY, *_MODULES]
 
 
+def _param_docs(fn) -> dict:
+    """nbdev's docments: the comment after each parameter of `fn`'s signature, read from its source ({} without one).
+
+    `def f(x:int=0, # how many\n      y=None): # → {"x": "how many"}`; a comment on the lines below a parameter's
+    continues it."""
+    import inspect
+    import io
+    import textwrap
+    import tokenize
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return {}
+    out, depth, last, seen_def, expect = {}, 0, None, False, False
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(src).readline):
+            if not depth:
+                if t.type == tokenize.NAME and t.string == "def":
+                    seen_def = True
+                elif seen_def and t.string == "(":
+                    depth, expect = 1, True
+                continue
+            if t.type == tokenize.OP and t.string in "([{":
+                depth += 1
+            elif t.type == tokenize.OP and t.string in ")]}":
+                depth -= 1
+                if not depth:
+                    break
+            elif t.type == tokenize.OP and t.string == "," and depth == 1:
+                expect = True
+            elif t.type == tokenize.NAME and depth == 1 and expect:
+                last, expect = t.string, False
+            elif t.type == tokenize.COMMENT and last:
+                out[last] = (out.get(last, "") + " " + t.string.lstrip("#").strip()).strip()
+    except (tokenize.TokenError, SyntaxError):
+        return {}
+    return out
+
+
+def _documented(fn) -> str:
+    "`fn`'s docstring with a Parameters section made from its docments (once), so that `help(fn)` describes them."
+    import re
+    doc = fn.__doc__ or ""
+    params = _param_docs(fn)
+    if not params or re.search(r"^\s*Parameters\n\s*-{3,}", doc, re.M):
+        return doc
+    width = max(map(len, params))
+    lines = [f"    {name.ljust(width)} : {text}" for name, text in params.items()]
+    return doc.rstrip() + "\n\n    Parameters\n    ----------\n" + "\n".join(lines) + "\n"
+
+
 class _CallableModule(_types.ModuleType):
-    "A module that can be called as its function of the same name."
+    """A module that can be called as its function of the same name.
+
+    `help(ra.audit)`, `inspect.signature(ra.audit)` and Jupyter's `ra.audit?` describe the function (its signature,
+    docstring and parameters) before the module: `__wrapped__` is the function and `__doc__` leads with it."""
     def __call__(self, *args, **kwargs):
         return getattr(self, self.__name__.rpartition(".")[2])(*args, **kwargs)
+
+    @property
+    def __wrapped__(self):
+        return getattr(self, self.__name__.rpartition(".")[2])
+
+    @property
+    def __doc__(self):
+        import inspect
+        fn, own = self.__wrapped__, self.__dict__.get("__doc__") or ""
+        name = self.__name__.rpartition(".")[2]
+        head = f"Called as a function, `{self.__name__}` is `{self.__name__}.{name}`:\n\n{name}{inspect.signature(fn)}\n"
+        return f"{own.splitlines()[0] if own else name}\n\n{head}\n{inspect.cleandoc(fn.__doc__ or '')}\n\n" \
+               f"The module {self.__name__}:\n\n{own}"
+
+    @__doc__.setter
+    def __doc__(self, value):
+        self.__dict__["__doc__"] = value
 
 
 def _audit_view(result) -> str:
@@ -42,6 +113,9 @@ class _Package(_types.ModuleType):
     def __setattr__(self, name, value):
         if name in _CALLABLE and isinstance(value, _types.ModuleType) and type(value) is _types.ModuleType:
             value.__class__ = _CallableModule  # set when the import system binds the submodule
+            fn = value.__dict__.get(name)
+            if callable(fn):
+                fn.__doc__ = _documented(fn)  # help(audit) lists every parameter, from its docments
         if name == "audit" and isinstance(value, _types.ModuleType) and hasattr(value, "AuditResult"):
             value.AuditResult._repr_html_ = _audit_view  # Jupyter's HTML view of a result
         super().__setattr__(name, value)
