@@ -32,6 +32,11 @@ import pandas as pd
 import reward_auditor.audit as A
 if sys.argv[4] == "skip":
     A.calibration_json = lambda result: {}
+    try:  # a tree where the result type has its own chapter: its save reads calibration_json there
+        import reward_auditor.audit_result as AR
+        AR.calibration_json = A.calibration_json
+    except ImportError:  # a baseline tree from before the audit's split
+        pass
 df = pd.read_parquet(sys.argv[2])
 t0 = time.perf_counter()
 r = A.audit(df, "length", "all", permutations=10_000, out=sys.argv[3], progress=False)

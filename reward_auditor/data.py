@@ -25,7 +25,8 @@ __all__ = ['SCHEMAS', 'FORMATS', 'CANONICAL_COLUMNS', 'TEXT_COLUMNS', 'RMBENCH_S
            'PROMPT_PERTURBATION_LABELS', 'RESPONSE_VARIANT_LABELS', 'PAPER_RESPONSE_LABELS', 'validate', 'sample_path',
            'load_sample', 'detect_format', 'history_of', 'history_key', 'turn_counts', 'conversation_problems',
            'split_by_turns', 'split_hh_turns', 'split_hh', 'load_preferences', 'load_solutions', 'rmbench_pair',
-           'rmbench_styles', 'rmbench_style_rewards', 'StyleMatrix', 'rmbench_style_matrix', 'load_perturbed']
+           'rmbench_styles', 'rmbench_style_rewards', 'StyleMatrix', 'rmbench_style_matrix', 'load_perturbed',
+           'CONTAINERS', 'DataError', 'DataWarning', 'read_records']
 
 # %% ../nbs/01a_data.ipynb #b1c3cb0c
 # the file-reading chapter, re-exported so that `from reward_auditor.data import DataError` keeps working
@@ -36,6 +37,8 @@ from .records import (
 SCHEMAS = ("preferences", "rewardbench", "rmbench", "rewardbench2", "hh", "perturbed-prompt",
            "perturbed-response", "trl", "messages", "sharegpt") + ra_steps.STEP_FORMATS
 FORMATS = CONTAINERS + SCHEMAS + ("hf",)
+# ... and still exported by `from reward_auditor.data import *` as before the split
+_all_ = ['CONTAINERS', 'DataError', 'DataWarning', 'read_records']
 
 
 # %% ../nbs/01a_data.ipynb #7254b2c8

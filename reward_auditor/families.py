@@ -22,7 +22,9 @@ from .scorer_kinds import REGISTER_HINT, ScorerError, describe_output
 __all__ = ['TEMPLATES', 'FAMILIES', 'PAIRWISE_EXAMPLES', 'PAIR_TEMPLATE', 'LM_KINDS', 'turns_context', 'render_messages',
            'conversation', 'extract', 'Family', 'register', 'match_family', 'hub_weight_shapes', 'weight_shapes',
            'hub_files', 'family_of', 'registry_table', 'refuse_remote_code', 'FamilyScorer', 'folder_hint',
-           'safe_rlhf_normalize', 'PairPreferenceScorer', 'check_classifier_head', 'load_model', 'PairRMScorer']
+           'safe_rlhf_normalize', 'PairPreferenceScorer', 'check_classifier_head', 'load_model', 'PairRMScorer',
+           'LDLRewardModel', 'PAIRRM_PREFIXES', 'checkpoint_shapes', 'folder_files', 'head_model_class', 'load_weights',
+           'pairrm_conversation', 'pairrm_model_class', 'read_config', 'remote_code_files']
 
 # %% ../nbs/06a_families.ipynb #69327a4a
 # the checkpoint chapter, re-exported so that `from reward_auditor.families import read_config` keeps working
@@ -30,6 +32,9 @@ from reward_auditor.checkpoints import (
     LDLRewardModel, PAIRRM_PREFIXES, _folder, _head_layers, _ldl_model_class, _mlp_from_state, checkpoint_shapes,
     folder_files, head_model_class, load_weights, pairrm_conversation, pairrm_model_class, read_config,
     remote_code_files)
+# ... and still exported by `from reward_auditor.families import *` as before the split
+_all_ = ['LDLRewardModel', 'PAIRRM_PREFIXES', 'checkpoint_shapes', 'folder_files', 'head_model_class',
+    'load_weights', 'pairrm_conversation', 'pairrm_model_class', 'read_config', 'remote_code_files']
 
 
 # %% ../nbs/06a_families.ipynb #e284cf05

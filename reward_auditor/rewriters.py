@@ -27,9 +27,9 @@ from .resources import MissingResourceError, cache_dir
 
 # %% auto #0
 __all__ = ['INSTRUCTIONS', 'APERTIUM_INSTALL', 'APERTIUM_CHUNK', 'APERTIUM_MIN_CHUNK', 'APERTIUM_STREAM', 'PLAIN_PROMPT',
-           'CHAT_LAYOUT', 'RewriterError', 'Rewriter', 'instruction', 'rewrite_key', 'RewriteCache', 'CachedRewriter',
-           'EchoRewriter', 'apertium_chunks', 'apertium_versions', 'apertium_deformat', 'apertium_reformat',
-           'apertium_pipeline', 'ApertiumTranslator', 'apertium_translator', 'model_fingerprint',
+           'CHAT_LAYOUT', 'RewriterError', 'Rewriter', 'instruction', 'rewrite_key', 'RewriteCache', 'rewrite_progress',
+           'CachedRewriter', 'EchoRewriter', 'apertium_chunks', 'apertium_versions', 'apertium_deformat',
+           'apertium_reformat', 'apertium_pipeline', 'ApertiumTranslator', 'apertium_translator', 'model_fingerprint',
            'template_fingerprint', 'TransformersRewriter', 'OpenAIRewriter']
 
 # %% ../nbs/04c_rewriters.ipynb #6fd80ac5
@@ -122,6 +122,12 @@ def _open_cache(cache) -> RewriteCache | None:
     return RewriteCache(None if cache == "auto" else cache)
 
 # %% ../nbs/04c_rewriters.ipynb #32eee413
+def rewrite_progress(total: int, model: str):
+    "A progress bar over the texts a model rewrites (off a terminal the command line prints it as timed lines)."
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=f"rewrite with {model}", unit="text", leave=False)
+
+
 class CachedRewriter:
     "Base class: deduplication, in-memory and persistent caching around `_generate`."
     backend = "base"
@@ -444,13 +450,15 @@ class TransformersRewriter(CachedRewriter):
         torch, tok, out = self._torch, self._tok, []
         torch.manual_seed(self.seed)
         templated = bool(getattr(tok, "chat_template", None))
-        for i in range(0, len(texts), self.batch_size):
-            prompts = [self.format(t, instruction) for t in texts[i:i + self.batch_size]]
-            enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=not templated).to(self.device)
-            with torch.no_grad():
-                gen = self._model.generate(**enc, do_sample=False, max_new_tokens=self.max_new_tokens,
-                                           pad_token_id=tok.pad_token_id)
-            out += [s.strip() for s in tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)]
+        with rewrite_progress(len(texts), self.model_id) as bar:
+            for i in range(0, len(texts), self.batch_size):
+                prompts = [self.format(t, instruction) for t in texts[i:i + self.batch_size]]
+                enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=not templated).to(self.device)
+                with torch.no_grad():
+                    gen = self._model.generate(**enc, do_sample=False, max_new_tokens=self.max_new_tokens,
+                                               pad_token_id=tok.pad_token_id)
+                out += [s.strip() for s in tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)]
+                bar.update(len(prompts))
         return out
 
 # %% ../nbs/04c_rewriters.ipynb #1ebd6f7c
@@ -528,5 +536,9 @@ class OpenAIRewriter(CachedRewriter):
         return content
 
     def _generate(self, texts, instruction):
-        with ThreadPoolExecutor(self.concurrency) as ex:
-            return list(ex.map(lambda t: self._post(t, instruction), texts))
+        out = []
+        with ThreadPoolExecutor(self.concurrency) as ex, rewrite_progress(len(texts), self.model_id) as bar:
+            for text in ex.map(lambda t: self._post(t, instruction), texts):   # in order, as they finish
+                out.append(text)
+                bar.update()
+        return out

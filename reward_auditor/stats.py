@@ -18,7 +18,10 @@ from scipy import stats as sps
 __all__ = ['STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix',
            'SignFlipResult', 'SignFlipResults', 'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue',
            'cluster_sums', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t', 'NormalityResult',
-           'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic']
+           'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic', 'CI_METHODS', 'EffectSizes',
+           'SCALES', 'StatsError', 'bca_ci', 'bca_interval', 'cluster_bca_ci', 'cluster_index', 'confidence',
+           'effect_sizes', 'hedges_j', 'judge_confidence', 'nct_ci', 'paired_differences', 'position_bias',
+           'undefined_reason']
 
 # %% ../nbs/02_stats.ipynb #ae67301d
 # the effect-size chapter, re-exported so that `from reward_auditor.stats import effect_sizes` keeps working
@@ -27,6 +30,10 @@ from reward_auditor.effects import (
     bca_ci, bca_interval, cluster_bca_ci,
     cluster_index, confidence, effect_sizes, hedges_j, judge_confidence, nct_ci, paired_differences, position_bias,
     undefined_reason)
+# ... and still exported by `from reward_auditor.stats import *` as before the split
+_all_ = ['CI_METHODS', 'EffectSizes', 'SCALES', 'StatsError', 'bca_ci', 'bca_interval', 'cluster_bca_ci',
+    'cluster_index', 'confidence', 'effect_sizes', 'hedges_j', 'judge_confidence', 'nct_ci',
+    'paired_differences', 'position_bias', 'undefined_reason']
 
 
 # %% ../nbs/02_stats.ipynb #f447f734

@@ -26,8 +26,9 @@ FLOORS = [
     ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds"}),
     ("scorer families", {"checkpoints", "families", "endpoints", "prm"}),
     ("scorers", {"scorers"}),
-    ("runs", {"engines", "specs", "audit", "verifier_answers", "verifier_transforms", "verifiers", "protocol",
-              "prm_audit"}),
+    ("runs", {"engines", "specs", "audit_settings", "audit_conditions", "audit_scoring", "family_tests", "findings",
+              "headlines", "run_folder", "audit_result", "audit", "verifier_answers", "verifier_transforms",
+              "verifiers", "protocol", "prm_audit"}),
     ("reports", {"report"}),
     ("command line", {"cli"}),
 ]

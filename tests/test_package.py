@@ -40,8 +40,20 @@ def test_notebook_extra_renders_progress_bars_in_jupyter():
 
 
 # What `from reward_auditor.<module> import *` gave before the module was split into chapters (its `__all__`
-# at 6540337, perturbations at 4e73d85); a split hands the moved names on through the parent's `_all_`.
+# at 6540337, perturbations at 4e73d85, stats, data, families and audit at fd91471); a split hands the moved names on
+# through the parent's `_all_`.
 STAR_NAMES = {
+    "audit": {
+        "AuditError", "AuditResult", "AuditSettings", "BELOW_CHANCE_NOTE", "CSV_COLUMNS", "DATA_STAMP", "EFFECT_FIELDS",
+        "FAMILIES", "FINDINGS_CAPTION", "MAPPINGS", "ONE_SIDED_PRESETS", "PRESET_KEYS", "REPORT_NAME", "SCALES",
+        "SCORE_COLUMNS", "STEP_SCORE_COLUMNS", "SUMMARY_COLUMNS", "TABLE_COLUMNS", "audit", "below_chance",
+        "below_chance_rows", "calibration_json", "chance_counts", "change_stats", "check_writable", "data_fingerprint",
+        "decide", "detectability_warnings", "differences", "error_control", "family_seed", "family_table",
+        "file_conditions", "findings", "findings_html", "item_cluster_codes", "item_clusters", "item_lines",
+        "locked_folder", "make_conditions", "pack_conditions", "package_versions", "perturbation_names",
+        "record_reports", "recorded_reports", "rejection_bar", "resolve_scorers", "rewardbench2_headline",
+        "score_conditions", "scorers_device", "store_key", "style_matrices", "summary_json", "too_few_to_test",
+        "truncation_counts", "truncation_table", "truncation_warnings", "write_summaries"},
     "verifiers": {
         "BUILTIN_GOLDS", "BUILTIN_VERIFIERS", "FedVerifier", "KINDS", "KNOWN_FINDINGS", "MAX_POWER_DIGITS",
         "MAX_SYMBOLIC_EXPONENT", "MathVerify", "ParseTimeout", "RULES", "Rule", "SHELLS", "STRATA",
@@ -80,6 +92,28 @@ STAR_NAMES = {
         "structured_presentation", "synonym_candidates", "synonym_transformation", "tagged_count",
         "translation_plan", "typo", "unstructure", "wordnet_lite", "wordnet_reader", "wordnet_resources",
         "words"},
+    "stats": {
+        "CI_METHODS", "EXACT_AUTO_N0", "EffectSizes", "NormalityResult", "PRESETS", "SCALES", "STATISTICS",
+        "SignFlipResult", "SignFlipResults", "StatsError", "TTestResult", "VERDICTS", "WilcoxonResult", "auto_exact",
+        "bca_ci", "bca_interval", "cluster_bca_ci", "cluster_index", "cluster_sums", "confidence", "effect_sizes",
+        "hedges_j", "judge_confidence", "margin_statistic", "margin_test", "min_pvalue", "nct_ci", "normality",
+        "paired_differences", "paired_t", "permp", "position_bias", "risk_report", "sign_matrix", "sign_words",
+        "signflip_test", "signflip_tests", "stars", "undefined_reason", "wilcoxon_signed_rank", "words_to_bits"},
+    "data": {
+        "CANONICAL_COLUMNS", "CONTAINERS", "DataError", "DataWarning", "FORMATS", "PAPER_RESPONSE_LABELS",
+        "PROMPT_PERTURBATION_LABELS", "RESPONSE_VARIANT_LABELS", "RMBENCH_STYLES", "ROLES", "SCHEMAS",
+        "SHAREGPT_ROLES", "StyleMatrix", "TEXT_COLUMNS", "conversation_problems", "detect_format", "history_key",
+        "history_of", "load_perturbed", "load_preferences", "load_sample", "load_solutions", "read_records",
+        "rmbench_pair", "rmbench_style_matrix", "rmbench_style_rewards", "rmbench_styles", "sample_path",
+        "split_by_turns", "split_hh", "split_hh_turns", "turn_counts", "validate"},
+    "families": {
+        "FAMILIES", "Family", "FamilyScorer", "LDLRewardModel", "LM_KINDS", "PAIRRM_PREFIXES", "PAIRWISE_EXAMPLES",
+        "PAIR_TEMPLATE", "PairPreferenceScorer", "PairRMScorer", "TEMPLATES", "check_classifier_head",
+        "checkpoint_shapes", "conversation", "extract", "family_of", "folder_files", "folder_hint",
+        "head_model_class", "hub_files", "hub_weight_shapes", "load_model", "load_weights", "match_family",
+        "pairrm_conversation", "pairrm_model_class", "read_config", "refuse_remote_code", "register",
+        "registry_table", "remote_code_files", "render_messages", "safe_rlhf_normalize", "turns_context",
+        "weight_shapes"},
 }
 
 

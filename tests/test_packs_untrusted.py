@@ -84,8 +84,9 @@ def test_same_originals_encodes_each_row_once_and_always_refuses(monkeypatch):
     ours = load_sample().head(60)[["id", "subset", "prompt", "chosen", "rejected"]].reset_index(drop=True)
     ours = ours.assign(id=[str(i) for i in range(1, 61)])
     theirs = ours.assign(chosen=ours["chosen"].tolist()[:-1] + [ours["chosen"].iloc[-1] + " (edited)"])
-    calls, real = [], A.data_fingerprint
-    monkeypatch.setattr(A, "data_fingerprint", lambda f: calls.append(len(f)) or real(f))
+    from reward_auditor import audit_conditions as C   # where _same_originals and data_fingerprint live
+    calls, real = [], C.data_fingerprint
+    monkeypatch.setattr(C, "data_fingerprint", lambda f: calls.append(len(f)) or real(f))
     with pytest.raises(A.AuditError, match="item '60' has other original texts than in a.jsonl"):
         A._same_originals(Path("b.jsonl"), Path("a.jsonl"), theirs, ours)
     assert len(calls) <= 2, len(calls)

@@ -200,3 +200,28 @@ def test_two_checkpoints_alike_in_their_first_mib_get_two_identities(tmp_path, m
     path.write_bytes(head + b"c" * 4096)
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))   # even on a coarse clock
     assert R.TransformersRewriter(dirs[0], cache=None).model_id not in (sft.model_id, dpo.model_id)
+
+
+def test_model_rewriters_count_their_texts_on_a_progress_bar(monkeypatch):
+    "A served model's rewrites advance a bar text by text (off a terminal the command line prints it as timed lines)."
+    import tqdm.auto
+    bars = []
+
+    class Recording(tqdm.auto.tqdm):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **{**kw, "disable": True})
+            self.label, self.size, self.counted = kw.get("desc"), kw.get("total"), 0
+            bars.append(self)
+
+        def update(self, n=1):
+            self.counted += n
+            return super().update(n)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
+    s = _Server()
+    try:
+        rw = R.OpenAIRewriter(base_url=s.url, model="m", cache=None, concurrency=2)
+        assert rw.rewrite(["ab", "cd", "ef"], "reverse it") == ["ba", "dc", "fe"]
+    finally:
+        s.close()
+    assert [(b.label, b.size, b.counted) for b in bars] == [("rewrite with m", 3, 3)]
