@@ -25,8 +25,8 @@ __all__ = ["__version__", *_LAZY, *_MODULES]
 def _param_docs(fn) -> dict:
     """nbdev's docments: the comment after each parameter of `fn`'s signature, read from its source ({} without one).
 
-    `def f(x:int=0, # how many\n      y=None): # → {"x": "how many"}`; a comment on the lines below a parameter's
-    continues it."""
+    As in fastcore's `docments`, the comment on a parameter's line describes it, and so do comment lines right
+    above it: `def f(x:int=0, # how many` → `{"x": "how many"}`."""
     import inspect
     import io
     import textwrap
@@ -35,7 +35,7 @@ def _param_docs(fn) -> dict:
         src = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
         return {}
-    out, depth, last, seen_def, expect = {}, 0, None, False, False
+    out, depth, last, seen_def, expect, above = {}, 0, None, False, False, []
     try:
         for t in tokenize.generate_tokens(io.StringIO(src).readline):
             if not depth:
@@ -53,9 +53,15 @@ def _param_docs(fn) -> dict:
             elif t.type == tokenize.OP and t.string == "," and depth == 1:
                 expect = True
             elif t.type == tokenize.NAME and depth == 1 and expect:
-                last, expect = t.string, False
-            elif t.type == tokenize.COMMENT and last:
-                out[last] = (out.get(last, "") + " " + t.string.lstrip("#").strip()).strip()
+                last, expect = (t.string, t.start[0]), False
+                if above:
+                    out[last[0]], above = " ".join(above), []
+            elif t.type == tokenize.COMMENT:
+                text = t.string.lstrip("#").strip()
+                if last and t.start[0] == last[1]:
+                    out[last[0]] = f"{out[last[0]]} {text}" if last[0] in out else text
+                else:
+                    above.append(text)
     except (tokenize.TokenError, SyntaxError):
         return {}
     return out

@@ -39,7 +39,7 @@ def test_help_of_ra_audit_documents_the_function_not_only_the_module():
     missing = [p for p in inspect.signature(audit).parameters if not _described(description, p)]
     assert not missing, missing
     assert inspect.signature(ra.audit) == inspect.signature(audit)  # Jupyter's ra.audit? and tab completion
-    assert inspect.unwrap(ra.audit) is audit
+    assert ra.audit.__wrapped__ is audit
     assert "Docs: https://" in ra.audit.__doc__  # the module's own docstring follows
 
 
@@ -52,14 +52,15 @@ def test_the_other_callable_modules_lead_with_their_function(name):
 
 
 def test_param_docs_reads_docments(tmp_path):
-    "The comment after a parameter documents it; a comment on the next line continues it; others are ignored."
+    "As fastcore's docments: the comment on a parameter's line describes it, and so do comment lines right above it."
     (tmp_path / "docm.py").write_text(textwrap.dedent('''
         def deco(f): return f
 
         @deco
         def f(a: int,  # how many
-              b: dict = {"x": (1, 2)},  # a mapping,
-                                        # on two lines
+              # a mapping,
+              # described above it
+              b: dict = {"x": (1, 2)},
               *, c=None,
               d: str = "s",  # the last one
               ) -> int:  # not a parameter
@@ -70,7 +71,10 @@ def test_param_docs_reads_docments(tmp_path):
     spec = importlib.util.spec_from_file_location("docm", tmp_path / "docm.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert ra._param_docs(mod.f) == {"a": "how many", "b": "a mapping, on two lines", "d": "the last one"}
+    assert ra._param_docs(mod.f) == {"a": "how many", "b": "a mapping, described above it", "d": "the last one"}
+    fastcore = pytest.importorskip("fastcore.docments")  # nbdev's own reader agrees
+    assert {k: " ".join(v.split()) for k, v in fastcore.docments(mod.f).items() if v and k != "return"} == \
+        ra._param_docs(mod.f)
     doc = ra._documented(mod.f)
     assert doc.startswith("One line.") and _described(doc, "a") and _described(doc, "d") and not _described(doc, "c")
     mod.f.__doc__ = doc
