@@ -23,6 +23,7 @@ become links between the pages; a link to another file of the repository goes to
 from __future__ import annotations
 
 import argparse
+import functools
 import html
 import json
 import re
@@ -127,6 +128,18 @@ class _Renderer(mistune.HTMLRenderer):
 
     def block_code(self, code, info=None):
         return code_html(code, info)
+
+    def codespan(self, text):
+        "`08b_audit` (a chapter's notebook) links to its page."
+        page = _chapter_pages().get(html.unescape(text))
+        code = super().codespan(text)
+        return f'<a href="{_relative(page, Path(page_name(self.src)).parent)}">{code}</a>' if page else code
+
+
+@functools.lru_cache(maxsize=1)
+def _chapter_pages() -> dict:
+    "Chapter notebook stems → their pages (`08b_audit` → `audit.html`)."
+    return {p.stem: page_name(p) for p in (REPO / "nbs").glob("*.ipynb") if p.name != "index.ipynb"}
 
 
 def rewrite_link(url: str, src: Path, image: bool = False) -> str:

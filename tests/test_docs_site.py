@@ -64,6 +64,14 @@ def test_every_notebook_and_guide_page_has_a_page(site):
     assert docs.page_name(REPO / "nbs" / "02da_calibration_inputs.ipynb") == "calibration_inputs.html"
 
 
+def test_no_two_sources_share_a_page():
+    "A guide page named like a module (`docs/guide/03_data.md` → data.html) would hide the module's chapter."
+    pages = {}
+    for src in docs.sources():
+        other = pages.setdefault(docs.page_name(src), src)
+        assert other == src, f"{src} and {other} both become {docs.page_name(src)}"
+
+
 def test_links_between_sources_become_links_between_pages():
     readme = REPO / "README.md"
     assert docs.rewrite_link("nbs/tutorials/walkthrough.ipynb#3-score", readme) == "tutorials/walkthrough.html#3-score"
