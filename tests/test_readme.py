@@ -23,7 +23,8 @@ from reward_auditor.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 WALKTHROUGH = REPO / "nbs" / "tutorials" / "walkthrough.ipynb"
-DOCS = [REPO / "README.md", *sorted((REPO / "docs" / "guide").glob("*.md")), WALKTHROUGH]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs" / "guide").glob("*.md")),
+        *sorted((REPO / "nbs" / "tutorials").glob("*.ipynb"))]
 
 # a fragment of the line → why it is not run here (weights that no stand-in replaces, servers, big data or minutes)
 NOT_HERE = {
