@@ -28,16 +28,21 @@ def _param_docs(fn) -> dict:
     As in fastcore's `docments`, the comment on a parameter's line describes it, and so do comment lines right
     above it: `def f(x:int=0, # how many` → `{"x": "how many"}`."""
     import inspect
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return {}
+    return _docments(src)
+
+
+def _docments(src: str) -> dict:
+    "The docments of the first `def` in the source text `src` (see `_param_docs`)."
     import io
     import textwrap
     import tokenize
-    try:
-        src = textwrap.dedent(inspect.getsource(fn))
-    except (OSError, TypeError):
-        return {}
     out, depth, last, seen_def, expect, above = {}, 0, None, False, False, []
     try:
-        for t in tokenize.generate_tokens(io.StringIO(src).readline):
+        for t in tokenize.generate_tokens(io.StringIO(textwrap.dedent(src)).readline):
             if not depth:
                 if t.type == tokenize.NAME and t.string == "def":
                     seen_def = True

@@ -197,10 +197,55 @@ def shown_cells(nb: dict) -> list[tuple[str, str, list]]:
             src = "\n".join(ln for ln in lines if not DIRECTIVE.match(ln)).strip("\n")
             if not src.strip() and not cell.get("outputs"):
                 continue
-            out.append(("code", src, cell.get("outputs", [])))
+            out.append(("code" if "export" not in flags else "export", src, cell.get("outputs", [])))
         elif cell["cell_type"] == "markdown" and src.strip():
             out.append(("markdown", src, []))
     return out
+
+
+_INLINE = mistune.create_markdown(escape=True)
+
+
+def _inline(text: str) -> str:
+    "One paragraph of Markdown (code spans, emphasis) as inline HTML, any HTML in it escaped."
+    out = _INLINE(text).strip()
+    return out[3:-4] if out.startswith("<p>") and out.endswith("</p>") else out
+
+
+def api_cards(src: str) -> str:
+    """What nbdev's `show_doc` shows for an exported cell, from its source alone (nothing is imported): each public
+    function's and class's signature, docstring and a table of the parameters described by a comment (docments)."""
+    import ast
+    sys.path.insert(0, str(REPO))
+    try:
+        from reward_auditor import _docments
+    finally:
+        sys.path.remove(str(REPO))
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return ""
+    cards = []
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or node.name.startswith("_"):
+            continue
+        doc = ast.get_docstring(node) or ""
+        if isinstance(node, ast.ClassDef):
+            head = f"class {node.name}"
+            params = {}
+        else:
+            head = f"{node.name}({ast.unparse(node.args)})" + (f" → {ast.unparse(node.returns)}" if node.returns else "")
+            params = _docments(ast.get_source_segment(src, node) or "")
+        rows = ""
+        if params:
+            args = {a.arg: a for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
+            rows = "<table><tr><th>parameter</th><th>type</th><th>what it is</th></tr>" + "".join(
+                f"<tr><td><code>{html.escape(k)}</code></td><td>"
+                f"{html.escape(ast.unparse(args[k].annotation)) if k in args and args[k].annotation else ''}</td>"
+                f"<td>{_inline(v)}</td></tr>" for k, v in params.items()) + "</table>"
+        cards.append(f'<div class="api" id="{node.name}"><code class="sig">{html.escape(head)}</code>'
+                     f'<p>{_inline(doc.split(chr(10) + chr(10))[0])}</p>{rows}</div>')
+    return "".join(cards)
 
 
 def _joined(v) -> str:
@@ -238,7 +283,8 @@ def notebook_body(path: Path, titles: list) -> tuple[str, str]:
             md.append(src)
         else:
             parts.append(f'<div class="code">{code_html(src, "python")}'
-                         + "".join(output_html(o) for o in outputs) + "</div>")
+                         + "".join(output_html(o) for o in outputs) + "</div>"
+                         + (api_cards(src) if kind == "export" else ""))
             md.append(f"```python\n{src}\n```")
             for o in outputs:
                 text = _joined(o.get("text", "")) or _joined(o.get("data", {}).get("text/plain", ""))
@@ -275,6 +321,9 @@ th,td{border:1px solid #dde3ea;padding:4px 8px;text-align:left;vertical-align:to
 blockquote{margin:.8em 0;padding:.2em 1em;border-left:4px solid #c9d3df;color:#46505e}
 .toc{font-size:13px;border:1px solid #e3e8ee;border-radius:6px;padding:8px 14px;margin:1em 0;background:#fbfcfd}
 .toc ul{margin:.2em 0;padding-left:1.2em} .twin{font-size:12.5px;color:#6a7585}
+.api{border-left:4px solid #1f5fbf;background:#f7faff;padding:8px 14px;margin:.4em 0 1.2em;border-radius:0 6px 6px 0}
+.api code.sig{background:none;font-weight:600;display:block;white-space:pre-wrap;padding:0}
+.api p{margin:.4em 0} .api table{font-size:12.5px;margin:.4em 0}
 """
 
 

@@ -64,6 +64,18 @@ def test_every_notebook_and_guide_page_has_a_page(site):
     assert docs.page_name(REPO / "nbs" / "02da_calibration_inputs.ipynb") == "calibration_inputs.html"
 
 
+def test_a_chapter_page_describes_every_parameter_of_its_functions(site):
+    "Like nbdev's show_doc: the audit page's card for `audit` has a row for each parameter, from its docments."
+    import inspect
+
+    from reward_auditor.audit import audit
+    page = (site / "audit.html").read_text(encoding="utf-8")
+    card = page[page.index('<div class="api" id="audit">'):]
+    card = card[:card.index("</table>")]
+    missing = [p for p in inspect.signature(audit).parameters if f"<tr><td><code>{p}</code></td>" not in card]
+    assert not missing, missing
+
+
 def test_no_two_sources_share_a_page():
     "A guide page named like a module (`docs/guide/03_data.md` → data.html) would hide the module's chapter."
     pages = {}
