@@ -142,6 +142,9 @@ def _chapter_pages() -> dict:
     return {p.stem: page_name(p) for p in (REPO / "nbs").glob("*.ipynb") if p.name != "index.ipynb"}
 
 
+_IMAGES: set = set()
+
+
 def rewrite_link(url: str, src: Path, image: bool = False) -> str:
     "A link written between source files → the link between their pages (relative to the page of `src`)."
     parts = urlsplit(url)
@@ -157,6 +160,7 @@ def rewrite_link(url: str, src: Path, image: bool = False) -> str:
     if not target.exists():
         return url  # left as written: the browser check names it
     if image:
+        _IMAGES.add(target)  # copied into the site's img/ by `build`
         return _relative(f"img/{rel.name}", here)
     try:
         return _relative(page_name(target), here) + frag
@@ -411,7 +415,7 @@ def build(out: Path = REPO / "_docs", clean: bool = True) -> list[str]:
     (out / "site.css").write_text(CSS + HtmlFormatter(style="default").get_style_defs(".highlight"), encoding="utf-8")
     img = out / "img"
     img.mkdir(exist_ok=True)
-    for p in sorted((REPO / "docs").glob("*.png")):
+    for p in sorted(_IMAGES):
         shutil.copyfile(p, img / p.name)
     return written
 
