@@ -7,7 +7,6 @@ Docs: https://reward-auditor.github.io/reward_auditor/compare.html.md"""
 # %% ../nbs/02d_compare.ipynb #ce805278
 from __future__ import annotations
 
-import hashlib
 import html as _html
 import json
 import math
@@ -22,21 +21,20 @@ from scipy import stats as sps
 from . import multiplicity as ra_multiplicity
 from . import stats as ra_stats
 from .run_settings import run_settings
+from .pair_tests import (  # noqa: F401
+    CompareError, _mc_pvalues, _shared_counts, cluster_rows, dz_columns, dz_interval, family_seed, pair_signflip)
 from .paired import _wilson, compact_letters, mcnemar, newcombe_ci, rank_intervals  # noqa: F401
-_all_ = ['mcnemar', 'newcombe_ci', 'rank_intervals', 'compact_letters']   # the paired chapter's names, as before
+_all_ = ['mcnemar', 'newcombe_ci', 'rank_intervals', 'compact_letters',   # the paired chapter's names, as before
+         'CompareError', 'family_seed', 'cluster_rows', 'pair_signflip', 'dz_columns', 'dz_interval']  # pair_tests'
 
 # %% auto #0
-__all__ = ['VERDICTS', 'ON', 'ROBUSTNESS_COLUMNS', 'ACCURACY_COLUMNS', 'RANK_COLUMNS', 'CompareError', 'model_pairs', 'correct',
-           'decision_flips', 'family_seed', 'cluster_rows', 'pair_signflip', 'dz_columns', 'dz_interval',
+__all__ = ['VERDICTS', 'ON', 'ROBUSTNESS_COLUMNS', 'ACCURACY_COLUMNS', 'RANK_COLUMNS', 'model_pairs', 'correct', 'decision_flips',
            'check_same_items', 'merge_runs', 'run_clusters', 'item_cubes', 'item_cube', 'Comparison',
            'detectability_warnings', 'truncation_summary', 'compare', 'SimulatedRun', 'simulate_run', 'mcnemar',
-           'newcombe_ci', 'rank_intervals', 'compact_letters']
+           'newcombe_ci', 'rank_intervals', 'compact_letters', 'CompareError', 'family_seed', 'cluster_rows',
+           'pair_signflip', 'dz_columns', 'dz_interval']
 
 # %% ../nbs/02d_compare.ipynb #c91e3891
-class CompareError(ValueError):
-    "Models or runs that cannot be compared; the message names what differs and what to do."
-
-
 VERDICTS = ("A_MORE_ROBUST", "B_MORE_ROBUST", "NO_DIFFERENCE")
 ON = ("margin", "decision")
 ROBUSTNESS_COLUMNS = ["model_a", "model_b", "subset", "perturbation", "n", "mean_diff", "effect_size", "ci_low",
@@ -61,134 +59,6 @@ def correct(margin) -> np.ndarray:
 def decision_flips(margin_before, margin_after) -> np.ndarray:
     "Per item `f = 1[right before] − 1[right after]` ∈ {−1, 0, 1}: +1 when the perturbation broke a right decision."
     return correct(margin_before) - correct(margin_after)
-
-# %% ../nbs/02d_compare.ipynb #9bb3246f
-def family_seed(seed: int, *parts: str) -> int:
-    "A comparison family's seed from the run seed and its labels (sha256; independent of order and process)."
-    h = hashlib.sha256("|".join([str(seed), "compare", *map(str, parts)]).encode()).digest()
-    return int.from_bytes(h[:8], "little") >> 1
-
-
-def cluster_rows(X: np.ndarray, cluster_ids) -> np.ndarray:
-    "Sums of the rows of X (items × …) within each cluster → clusters × …, in order of first appearance (`stats.cluster_sums`)."
-    S = ra_stats.cluster_sums(X.reshape(X.shape[0], -1), cluster_ids)[0]
-    return S.reshape((S.shape[0],) + X.shape[1:])
-
-
-def _mc_pvalues(counts: np.ndarray, n0: np.ndarray, B: int, p_method: str) -> np.ndarray:
-    "The engine's p-value for Monte Carlo counts: Phipson–Smyth over 2^N0 patterns, never below 1/2^N0."
-    total = np.array([2.0 ** m if m <= 1023 else math.inf for m in n0])
-    p = np.empty(counts.size)
-    for t in np.unique(total):
-        k = total == t
-        if p_method == "plus_one" or t <= B:
-            p[k] = (counts[k] + 1) / (B + 1)
-        else:
-            p[k] = np.atleast_1d(ra_stats.permp(counts[k], B, t))
-    return np.minimum(np.maximum(p, 1.0 / total), 1.0)
-
-
-def _shared_counts(Dm: np.ndarray, ia: np.ndarray, ib: np.ndarray, V: np.ndarray, B: int, seed,
-                   chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    "Upper- and lower-tail exceedance counts of the pair columns V = Dm[:, ia] − Dm[:, ib] on one sign stream."
-    n, K = V.shape
-    npad = 64 * ((n + 63) // 64)
-    Vp = np.zeros((npad, K))
-    Vp[:n] = V
-    Mp = np.zeros((npad, Dm.shape[1]))
-    Mp[:n] = Dm
-    colsum, absum = Vp.sum(axis=0), np.abs(Vp).sum(axis=0)
-    tol = 1e-12 * np.maximum(1.0, absum)
-    thr = (colsum - tol, -colsum - tol)                      # upper tail on D, upper tail on −D (the engine's)
-    scale = np.abs(Mp).sum(axis=0)
-    integral = bool(np.all(Mp == np.rint(Mp))) and float(scale.max(initial=0.0)) < 2.0 ** 50
-    # |computed − exact| of s·d_A − s·d_B is at most ~(n + 2)·u·(Σ|d_A| + Σ|d_B|); 4× is slack
-    bound = np.zeros(K) if integral else 4.0 * (npad + 2) * 2.0 ** -53 * (scale[ia] + scale[ib]) + 1e-300
-    counts = [np.zeros(K, np.int64), np.zeros(K, np.int64)]
-    # tail 0 counts T >= thr0 (+ band), tail 1 counts −T >= thr1, i.e. T <= −thr1; a row within `bound` of a
-    # threshold is recomputed exactly as the engine does; the band is found from two counts per tail
-    hi = (thr[0] + bound, -thr[1] - bound)                   # certainly counted beyond these
-    lo = (thr[0] - bound, -thr[1] + bound)                   # certainly not counted beyond these
-    for words in ra_stats.sign_words(seed, B, n, chunk):
-        bits = ra_stats.words_to_bits(words)
-        TM = (bits.astype(np.float64) * 2 - 1) @ Mp
-        T = TM[:, ia]
-        T -= TM[:, ib]
-        sure = (np.count_nonzero(T >= hi[0], axis=0), np.count_nonzero(T <= hi[1], axis=0))
-        counts[0] += sure[0]
-        counts[1] += sure[1]
-        if integral:
-            continue
-        band = (np.count_nonzero(T > lo[0], axis=0) - sure[0], np.count_nonzero(T < lo[1], axis=0) - sure[1])
-        for tail in (0, 1):
-            for k in np.flatnonzero(band[tail]):                 # the engine's own float64 recheck
-                t = T[:, k]
-                r = np.flatnonzero((t > lo[0][k]) & (t < hi[0][k]) if tail == 0 else (t < lo[1][k]) & (t > hi[1][k]))
-                T64 = (bits[r].astype(np.float64) * 2 - 1) @ Vp[:, k]
-                st = T64 if tail == 0 else -T64
-                counts[tail][k] += int(np.count_nonzero(st >= thr[tail][k]))
-    return counts[0], counts[1]
-
-
-def pair_signflip(Dm, pairs, *, B: int = 10_000, seed=0, exact="auto", p_method: str = "permp",
-                  cluster_ids=None, chunk: int = 256) -> dict:
-    """Two-tailed sign-flip tests of `D = d_a − d_b` for every pair × perturbation on one sign stream.
-
-    `Dm`: per-model differences, items × models × perturbations (items no model may use set to 0); `pairs`: (a, b)
-    model indices. Returns arrays of shape (pairs, perturbations): `p_greater` (D > 0: a degrades more), `p_less`,
-    `n_nonzero`, `exact`, and `n_units` (items, or clusters when `cluster_ids` is given)."""
-    Dm = np.asarray(Dm, np.float64)
-    if Dm.ndim == 2:
-        Dm = Dm[:, :, None]
-    n, M, L = Dm.shape
-    if not np.all(np.isfinite(Dm)):
-        raise CompareError("per-model differences must be finite: drop (set to 0 for every model) items a model "
-                           "could not score")
-    if cluster_ids is not None:                              # whole clusters flip together (STATS §14)
-        Dm = cluster_rows(Dm, cluster_ids)
-    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
-    P = len(pairs)
-    ia = (pairs[:, 0][:, None] * L + np.arange(L)).ravel()   # column of (model a, perturbation) in Dm2
-    ib = (pairs[:, 1][:, None] * L + np.arange(L)).ravel()
-    Dm2 = Dm.reshape(Dm.shape[0], M * L)
-    V = Dm2[:, ia] - Dm2[:, ib]
-    n0 = np.count_nonzero(V, axis=0)
-    K = V.shape[1]
-    is_exact = np.array([m == 0 or exact is True or (exact == "auto" and ra_stats.auto_exact(m, B)) for m in n0], bool)
-    pg, pl = np.ones(K), np.ones(K)
-    ex = np.flatnonzero(is_exact & (n0 > 0))
-    if ex.size:                                              # the engine enumerates these
-        r = ra_stats.signflip_tests(np.hstack([V[:, ex], -V[:, ex]]), B=B, seed=seed, exact=exact,
-                                    p_method=p_method)
-        pg[ex], pl[ex] = r.pvalue[:ex.size], r.pvalue[ex.size:]
-    mc = np.flatnonzero(~is_exact)
-    if mc.size:
-        cg, cl = _shared_counts(Dm2, ia[mc], ib[mc], V[:, mc], B, seed, chunk)
-        pg[mc], pl[mc] = _mc_pvalues(cg, n0[mc], B, p_method), _mc_pvalues(cl, n0[mc], B, p_method)
-    shape = (P, L)
-    return {"p_greater": pg.reshape(shape), "p_less": pl.reshape(shape), "n_nonzero": n0.reshape(shape),
-            "exact": is_exact.reshape(shape), "statistic": V.sum(axis=0).reshape(shape),
-            "n_units": np.full(shape, V.shape[0])}
-
-# %% ../nbs/02d_compare.ipynb #fd328b48
-def dz_columns(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    "Column-wise `d_z` (ddof 1; ±inf when sd = 0 and the mean is not; NaN, undefined, with fewer than 2 non-zero rows) and the number of rows."
-    n = X.shape[0]
-    m = X.mean(axis=0)
-    sd = X.std(axis=0, ddof=1) if n > 1 else np.full(X.shape[1], np.nan)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dz = np.where(sd > 0, m / np.where(sd > 0, sd, 1.0), np.where(m == 0, 0.0, np.sign(m) * np.inf))
-    dz = np.where(np.count_nonzero(X, axis=0) <= 1, np.nan, dz)    # stats.undefined_reason: 0 or ±1/√n, whatever D
-    return dz, np.full(X.shape[1], n)
-
-
-def dz_interval(dz: np.ndarray, n: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    "Noncentral-t interval for each d_z (the audit's `nct` method)."
-    lo, hi = np.full(dz.size, np.nan), np.full(dz.size, np.nan)
-    for k, (e, m) in enumerate(zip(dz.ravel(), np.ravel(n))):
-        if m >= 2 and not np.isnan(e):
-            lo[k], hi[k] = ra_stats.nct_ci(float(e) * math.sqrt(m), int(m), level)
-    return lo.reshape(dz.shape), hi.reshape(dz.shape)
 
 # %% ../nbs/02d_compare.ipynb #65cc3320
 def _unique(col) -> list[str]:

@@ -40,8 +40,8 @@ def test_notebook_extra_renders_progress_bars_in_jupyter():
 
 
 # What `from reward_auditor.<module> import *` gave before the module was split into chapters (its `__all__`
-# at 6540337, perturbations at 4e73d85, stats, data, families and audit at fd91471); a split hands the moved names on
-# through the parent's `_all_`.
+# at 6540337, perturbations at 4e73d85, stats, data, families, audit, report and compare at fd91471); a split hands
+# the moved names on through the parent's `_all_`.
 STAR_NAMES = {
     "audit": {
         "AuditError", "AuditResult", "AuditSettings", "BELOW_CHANCE_NOTE", "CSV_COLUMNS", "DATA_STAMP", "EFFECT_FIELDS",
@@ -114,6 +114,24 @@ STAR_NAMES = {
         "pairrm_conversation", "pairrm_model_class", "read_config", "refuse_remote_code", "register",
         "registry_table", "remote_code_files", "render_messages", "safe_rlhf_normalize", "turns_context",
         "weight_shapes"},
+    "report": {
+        "DIAGNOSTICS", "DIAGNOSTIC_FILE", "KERNEL_NAME", "MDE_COLUMNS", "PRM_TABLE_COLUMNS", "RISK_CAPTION",
+        "RenderedReport", "ReportError", "ReportSession", "TURN_SUFFIXES", "WIDE_TABLES_CSS",
+        "below_chance_html", "calibration_section", "changes_html", "check_split_by_turns",
+        "comparison_figures", "comparison_html", "comparison_of", "comparison_page", "control_models",
+        "control_notes", "counted_html", "diagnostic_kind", "esc", "execute_template", "figure_html",
+        "frame_html", "header_html", "history_html", "kernel_name", "legend_html", "load_diagnostic",
+        "manifest_html", "mde_html", "prm_results", "prm_section", "prm_section_html", "prm_worst", "render",
+        "render_diagnostic", "report_session", "rewardbench2_html", "risk_display", "risk_letters",
+        "risk_table_html", "save_diagnostic", "show", "show_calibration", "show_html", "split_command",
+        "style_matrix_html", "subset_heterogeneity", "template_path", "to_html", "top_degraded",
+        "top_degraded_html", "truncation_html", "truth_html", "warnings_html"},
+    "compare": {
+        "ACCURACY_COLUMNS", "CompareError", "Comparison", "ON", "RANK_COLUMNS", "ROBUSTNESS_COLUMNS",
+        "SimulatedRun", "VERDICTS", "check_same_items", "cluster_rows", "compact_letters", "compare", "correct",
+        "decision_flips", "detectability_warnings", "dz_columns", "dz_interval", "family_seed", "item_cube",
+        "item_cubes", "mcnemar", "merge_runs", "model_pairs", "newcombe_ci", "pair_signflip", "rank_intervals",
+        "run_clusters", "simulate_run", "truncation_summary"},
 }
 
 
