@@ -177,9 +177,13 @@ PY_NOT_HERE = {
 STAND_IN_MODELS = {"ckpt/sft": "lm", "ckpt/dpo": "lm", "ckpt/rm": "rm"}
 
 PY_BLOCKS = [(_rel(d), n, body) for d in DOCS if d.suffix == ".md" for n, _, body in fenced(doc_text(d), ("python",))]
+# the chapters' prose shows Python too (a chapter's code cells run under nbdev-test; these blocks are illustrations)
+NB_PY_BLOCKS = [(_rel(d), n, body) for d in sorted((REPO / "nbs").rglob("*.ipynb"))
+                for n, _, body in fenced(doc_text(d), ("python",))]
 
 
-@pytest.mark.parametrize("doc,line,code", PY_BLOCKS, ids=[f"{d}:{n}" for d, n, _ in PY_BLOCKS])
+@pytest.mark.parametrize("doc,line,code", PY_BLOCKS + NB_PY_BLOCKS,
+                         ids=[f"{d}:{n}" for d, n, _ in PY_BLOCKS + NB_PY_BLOCKS])
 def test_shown_python_compiles(doc, line, code):
     compile(code, f"{doc}:{line}", "exec")
 
