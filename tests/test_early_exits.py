@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from reward_auditor import cli
+from reward_auditor import cli, cli_audit
 from reward_auditor import rewriters as R
 from reward_auditor.cli import build_parser, main
 
@@ -71,7 +71,7 @@ def nothing_loads(monkeypatch):
     "Fail loudly if the audit gets as far as loading scorers: the address check must come first."
     def refuse(args):
         raise AssertionError("scorers were loaded before the Ray address was checked")
-    monkeypatch.setattr(cli, "make_scorers", refuse)
+    monkeypatch.setattr(cli_audit, "make_scorers", refuse)  # where `run_audit` looks it up
 
 
 def _audit(tmp_path, *extra):

@@ -499,11 +499,12 @@ def test_stage_split_charges_the_workers_cpu(monkeypatch):
 
 def test_cli_reports_a_failing_unit_as_a_user_error(setup, tmp_path, monkeypatch, capsys):
     "A unit that fails in the user's scorer exits 2 with one line naming the unit and its items (not 'internal error')."
-    from reward_auditor import cli
+    from reward_auditor import cli, cli_audit
     def fn(p, r):
         raise ValueError("broken scorer")
-    monkeypatch.setattr(cli, "make_scorers", lambda args: [CallableScorer(fn, name="raises")])
-    monkeypatch.setattr(cli, "make_engine", lambda args: LocalEngine(unit_batches=1))
+    # replaced where `run_audit` looks them up
+    monkeypatch.setattr(cli_audit, "make_scorers", lambda args: [CallableScorer(fn, name="raises")])
+    monkeypatch.setattr(cli_audit, "make_engine", lambda args: LocalEngine(unit_batches=1))
     rc = cli.main(["audit", "--data", "sample", "--scorer", "length", "--perturbations", "EF", "-B", "200",
                    "--no-report", "-q", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip().splitlines()

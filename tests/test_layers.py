@@ -30,7 +30,8 @@ FLOORS = [
               "headlines", "run_folder", "audit_result", "audit", "verifier_answers", "verifier_transforms",
               "verifiers", "protocol", "prm_audit"}),
     ("reports", {"report_html", "report_sections", "report_analyses", "report"}),
-    ("command line", {"cli"}),
+    ("command line", {"cli_common", "cli_audit_args", "cli_audit", "cli_diagnostics", "cli_runs", "cli_plan",
+                      "cli_inventory", "cli"}),
 ]
 FLOOR = {m: i for i, (_, mods) in enumerate(FLOORS) for m in mods}
 NAME = {i: name for i, (name, _) in enumerate(FLOORS)}

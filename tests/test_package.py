@@ -40,8 +40,8 @@ def test_notebook_extra_renders_progress_bars_in_jupyter():
 
 
 # What `from reward_auditor.<module> import *` gave before the module was split into chapters (its `__all__`
-# at 6540337, perturbations at 4e73d85, stats, data, families, audit, report and compare at fd91471); a split hands
-# the moved names on through the parent's `_all_`.
+# at 6540337, perturbations at 4e73d85, stats, data, families, audit, report, compare and cli at fd91471); a split
+# hands the moved names on through the parent's `_all_`.
 STAR_NAMES = {
     "audit": {
         "AuditError", "AuditResult", "AuditSettings", "BELOW_CHANCE_NOTE", "CSV_COLUMNS", "DATA_STAMP", "EFFECT_FIELDS",
@@ -132,6 +132,18 @@ STAR_NAMES = {
         "decision_flips", "detectability_warnings", "dz_columns", "dz_interval", "family_seed", "item_cube",
         "item_cubes", "mcnemar", "merge_runs", "model_pairs", "newcombe_ci", "pair_signflip", "rank_intervals",
         "run_clusters", "simulate_run", "truncation_summary"},
+    "cli": {
+        "AUDIT_DEFAULTS", "CLIError", "COLUMNS_HINT", "COMMANDS", "CONTROL_SCORERS", "EPILOGS", "EXAMPLES",
+        "EXECUTION_OPTIONS", "INPUT_ERRORS", "MANIFEST_REPEATS", "MODEL_OPTIONS", "NEVER_FROM_RUN_FILE",
+        "PRM_OPTIONS", "PROG", "RESUME_CHECKS", "RESUME_DECISIONS", "RESUME_NEEDS_AGAIN", "RESUME_TAKES",
+        "RESUME_THIS_COMMAND", "RUN_FILE", "SPEC_OPTIONS", "add_comparison", "build_parser",
+        "check_engine_address", "cli_syntax", "cmd_audit", "cmd_cache", "cmd_calibration", "cmd_compare",
+        "cmd_demo", "cmd_heterogeneity", "cmd_meta", "cmd_models", "cmd_perturb", "cmd_plan", "cmd_protocol",
+        "cmd_report", "cmd_verifier_audit", "data_spec", "endpoint_recipe", "engine_spec", "error_line",
+        "example_path", "interrupted_line", "is_input_error", "load_step_solutions", "main",
+        "make_endpoint_scorer", "make_engine", "make_rewriter", "make_scorers", "quiet_bars",
+        "resolve_audit_args", "rewriter_spec", "run_audit", "run_prm_step_audits", "scorer_specs",
+        "spec_option", "unknown_arguments", "warning_lines"},
 }
 
 
