@@ -1,7 +1,7 @@
 """Every shown line runs as written, or is marked with why a test cannot run it.
 
 The shown lines are the fenced shell lines and Python blocks of README.md, of the guide pages (docs/guide/*.md)
-and of the walkthrough's prose (nbs/tutorials/walkthrough.ipynb; its code cells run under nbdev-test). Like the
+and of the tutorials' and chapters' prose (nbs/; their code cells run under nbdev-test). Like the
 bad-input table: a new line fails here until it runs offline in seconds or is given a reason.
 
 Shell lines run in one scratch folder per document, in order (a `report` or a `--resume` finds the run the line
@@ -24,7 +24,7 @@ from reward_auditor.cli import main
 REPO = Path(__file__).resolve().parents[1]
 WALKTHROUGH = REPO / "nbs" / "tutorials" / "walkthrough.ipynb"
 DOCS = [REPO / "README.md", *sorted((REPO / "docs" / "guide").glob("*.md")),
-        *sorted((REPO / "nbs" / "tutorials").glob("*.ipynb"))]
+        *sorted((REPO / "nbs" / "tutorials").glob("*.ipynb")), *sorted((REPO / "nbs").glob("*.ipynb"))]
 
 # a fragment of the line → why it is not run here (weights that no stand-in replaces, servers, big data or minutes)
 NOT_HERE = {
