@@ -1,13 +1,14 @@
 """Write the tiny example inputs shipped in reward_auditor/examples/ (run from the repository root; seeded).
 
 They let every diagnostic run as written: `reward-auditor heterogeneity --example`, `... protocol --example`,
-`... meta --example`, `... calibration --example`. All numbers are simulated here; no external data is copied.
+`... meta --example`, `... calibration --example`, `reward-auditor leaderboard --example`. All numbers are simulated here; no external data is copied.
 """
 import json
 from pathlib import Path
 
 import numpy as np
 
+from reward_auditor.leaderboard import write_rewardbench2_files
 from reward_auditor.meta import simulate_audit_tables
 from reward_auditor.protocol import simulate_policy_samples
 
@@ -62,3 +63,12 @@ for name, k, n_rej, per_char in (("rm-a", 2.0, 1, 0.0), ("rm-b", 1.0, 3, 1e-3)):
                          "length_chosen": lc if one else [lc], "length_rejected": int(lr[0]) if one else lr.tolist()})
     (cal / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 print(sorted(str(p) for p in root.rglob("*.*")))
+
+# leaderboard: six reward models in RewardBench 2's published per-model layout (three tiers; Precise IF hardest)
+subsets_rb2 = ["Factuality", "Precise IF", "Math", "Safety", "Focus"]
+tiers = {f"example/rm-{name}": {s: a + (-1.2 if s == "Precise IF" else 0.0) for s in subsets_rb2}
+         for name, a in [("alpha", 2.2), ("beta", 2.0), ("gamma", 1.0), ("delta", 0.9), ("epsilon", -0.2),
+                         ("zeta", -0.4)]}
+lb = root / "leaderboard"
+lb.mkdir(parents=True, exist_ok=True)
+write_rewardbench2_files(lb, tiers, n_per_subset=60, n_ties=6, seed=0, indent=None)

@@ -15,10 +15,11 @@ _LAZY = {
     "plan": ("planning", "plan"), "mde": ("planning", "mde"),
 }
 _MODULES = ("data", "stats", "multiplicity", "resources", "perturbations", "rewriters", "cache", "scorers", "families", "audit", "plots",
-            "report", "cli", "heterogeneity", "verifiers", "protocol", "meta", "compare", "calibration", "specs", "planning")
+            "report", "cli", "heterogeneity", "verifiers", "protocol", "meta", "compare", "calibration", "specs", "planning",
+            "leaderboard")
 # submodules named after their main function: `ra.audit(...)` calls `ra.audit.audit(...)`, while
 # `ra.audit.AuditResult` and `from reward_auditor.audit import ...` keep working as for any module
-_CALLABLE = ("audit", "heterogeneity", "compare", "calibration")
+_CALLABLE = ("audit", "heterogeneity", "compare", "calibration", "leaderboard")
 __all__ = ["__version__", *_LAZY, *_MODULES]
 
 

@@ -168,7 +168,8 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
     # refuse a folder holding another dataset's run before any write (overwrite clears it); `on_start` runs once
     # every input is checked, before the first write into `out`
     if out is not None:
-        _stamp_data(out, original, source, overwrite, before_write=on_start)
+        _stamp_data(out, original, source, overwrite, before_write=on_start,
+                    scorers={sc.name: str(sc.fingerprint) for sc in scorer_objs})
     elif on_start is not None:
         on_start()
     perturber, made, cpu = None, {}, {}
@@ -255,7 +256,8 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
 
     warn = []
     control, fdr_warn = error_control(table, settings)  # unproven procedures: FDR measured for this family shape
-    for w in fdr_warn + detectability_warnings(table, settings):
+    undetectable = detectability_warnings(table, settings)
+    for w in fdr_warn + undetectable + ([detectability_note(settings)] if undetectable else []):
         warn.append(w)
         warnings.warn(w, stacklevel=2)
     warn += [f"perturbation {n} skipped: {why}" for n, why in skipped.items()]

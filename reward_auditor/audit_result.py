@@ -106,6 +106,15 @@ TABLE_COLUMNS = ["model", "subset", "perturbation", "group", "side", "n", "n_clu
                  "len_change_chosen", "len_change_rejected", "word_growth_chosen", "word_growth_rejected"]
 
 
+def _saved_files(path: Path) -> dict:
+    "The frames' sha256 that the manifest already in `path` names ({} when there is none)."
+    try:
+        files = json.loads((path / "manifest.json").read_text(encoding="utf-8")).get("files")
+    except Exception:  # absent or unreadable: nothing to keep
+        return {}
+    return files if isinstance(files, dict) else {}
+
+
 @dataclass
 class AuditResult:
     "Outcome of `audit`: the tidy risk `table`, per-item `items`, condition `texts` and the run's `manifest`."
@@ -146,24 +155,34 @@ class AuditResult:
     def save(self, path: str | Path) -> Path:
         "Publish the result to a folder: Parquet frames, then manifest.json with each frame's sha256 (written last)."
         from reward_auditor.safety import atomic_write, file_sha256, run_file
+        import hashlib
+        import io
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        # until the new manifest lands the folder holds no complete run, and no report of an older one
-        for stale in recorded_reports(path):  # only reports this package wrote and recorded; the user's stay
-            (path / stale).unlink(missing_ok=True)
-        for name in ("manifest.json", "results.json", "risk_table.csv"):
-            (path / name).unlink(missing_ok=True)
-        files = {}
+        blobs = {}
         for name, frame in (("results.parquet", self.table), ("items.parquet", self.items),
                             ("texts.parquet", self.texts)):
-            if frame is None:
+            if frame is not None:
+                buf = io.BytesIO()
+                frame.to_parquet(buf, index=False)
+                blobs[name] = buf.getvalue()
+        files = {name: hashlib.sha256(b).hexdigest() for name, b in blobs.items()}
+        # a report of the run already here still describes these frames when they are the same bytes (a resume):
+        # it stays, recorded; otherwise it goes before anything is written
+        reports = recorded_reports(path) if files and _saved_files(path) == files else []
+        for stale in set(recorded_reports(path)) - set(reports):  # only reports this package wrote; the user's stay
+            (path / stale).unlink(missing_ok=True)
+        # until the new manifest lands the folder holds no complete run
+        for name in ("manifest.json", "results.json", "risk_table.csv"):
+            (path / name).unlink(missing_ok=True)
+        for name in ("results.parquet", "items.parquet", "texts.parquet"):
+            if name in blobs:
+                atomic_write(run_file(path, name), blobs[name])
+            else:
                 (path / name).unlink(missing_ok=True)
-                continue
-            atomic_write(run_file(path, name), lambda p, f=frame: f.to_parquet(p, index=False))
-            files[name] = file_sha256(path / name)
         write_summaries(self, path)  # results.json and risk_table.csv, for other tools
-        atomic_write(run_file(path, "manifest.json"),
-                     json.dumps({**_jsonable(self.manifest), "files": files}, indent=2, sort_keys=False) + "\n")
+        manifest = {**_jsonable(self.manifest), "files": files, **({"reports": reports} if reports else {})}
+        atomic_write(run_file(path, "manifest.json"), json.dumps(manifest, indent=2, sort_keys=False) + "\n")
         return path
 
     @classmethod

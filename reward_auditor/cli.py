@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from . import cli_audit, cli_diagnostics, cli_inventory, cli_plan, cli_runs
+from . import cli_audit, cli_diagnostics, cli_inventory, cli_leaderboard, cli_plan, cli_runs
 from .cli_common import Command, command_parser, dispatch
 # the names of the one-module command line, importable from here as before
 from .cli_common import (
@@ -78,6 +78,7 @@ COMMAND_TABLE = {
     "models": Command(cli_inventory.add_models, cli_inventory.cmd_models),
     "cache": Command(cli_inventory.add_cache, cli_inventory.cmd_cache),
     "plan": Command(cli_plan.add_plan, cli_plan.cmd_plan),
+    "leaderboard": Command(cli_leaderboard.add_leaderboard, cli_leaderboard.cmd_leaderboard),
 }  # one row per command (name → what adds its parser, what runs it), in the order of `reward-auditor --help`
 
 # %% ../nbs/10z_cli.ipynb #63f1f691

@@ -18,7 +18,7 @@ from reward_auditor.cli_audit_args import (
     AUDIT_DEFAULTS, CONTROL_SCORERS, RUN_FILE, _absolute_paths, _audit_options, _checked_prm_threshold,
     _columns, _rewriter_options, check_engine_address, data_spec, make_engine, make_rewriter, make_scorers,
     resolve_audit_args)
-from .cli_common import CLIError, PROG, _common, _legend_epilog, _positive_int, _progress
+from .cli_common import CLIError, PROG, _common, _legend_epilog, _positive_int, _progress, warning_text
 from .specs import data_files, data_from, limit_pairs
 
 # %% auto #0
@@ -100,7 +100,7 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
             f"normal {a.get('normal', float('nan')):.3f}, hard {a.get('hard', float('nan')):.3f}, "
             f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
     for w in result.manifest.get("warnings", []):
-        print(f"{PROG}: warning: {shown(w)}", file=sys.stderr)
+        print(warning_text(shown(w)), file=sys.stderr)
     print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv, items.jsonl)")
     if rendered is not None:
         print(f"report: {rendered.html}")
@@ -212,7 +212,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
         warnings.filterwarnings("ignore", message="perturbation .* skipped")
         warnings.filterwarnings("ignore", message="SABHA")
         warnings.filterwarnings("ignore", message="multiplicity .* has no FDR proof")
-        warnings.filterwarnings("ignore", message="subset .*(cannot reach significance|too few changed items)")
+        warnings.filterwarnings("ignore", message="(subset .*)?(cannot reach significance|too few changed items)")
         result = audit(data, scorers, pert, seed=args["seed"], permutations=args["permutations"],
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),

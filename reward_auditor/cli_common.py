@@ -17,9 +17,10 @@ from typing import Callable, NamedTuple, Sequence
 from .specs import SpecError
 
 # %% auto #0
-__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'CLIError', 'is_input_error', 'cli_syntax', 'spec_option',
-           'error_line', 'Command', 'command_parser', 'quiet_bars', 'unknown_arguments', 'warning_lines',
-           'interrupted_line', 'dispatch']
+__all__ = ['PROG', 'INPUT_ERRORS', 'COLUMNS_HINT', 'SPEC_OPTIONS', 'PROGRESS_SECONDS', 'WARNING_WIDTH', 'CLIError',
+           'is_input_error', 'cli_syntax', 'spec_option', 'error_line', 'Command', 'command_parser', 'progress_seconds',
+           'quiet_bars', 'unknown_arguments', 'warning_text', 'unfold_warnings', 'warning_lines', 'interrupted_line',
+           'dispatch']
 
 # %% ../nbs/10a_cli_common.ipynb #6ed558dd
 PROG = "reward-auditor"
@@ -34,7 +35,7 @@ class CLIError(ValueError):
 INPUT_ERRORS = frozenset({"SafetyError", "AuditError", "DataError", "ScorerError", "PerturbationError", "ReportError",
                           "CacheError", "StatsError", "MultiplicityError", "HeterogeneityError",
                           "VerifierAuditError", "ProtocolError", "MetaError", "RewriterError", "CalibrationError",
-                          "EngineError", "CompareError", "SpecError", "PRMAuditError"})  # a unit failed in the user's model or code: the message names it
+                          "EngineError", "CompareError", "SpecError", "PRMAuditError", "LeaderboardError"})  # a unit failed in the user's model or code: the message names it
 
 
 import errno as _errno
@@ -154,18 +155,39 @@ def command_parser(table: dict[str, Command]) -> argparse.ArgumentParser:
     return p
 
 # %% ../nbs/10a_cli_common.ipynb #0be743f9
+PROGRESS_SECONDS = 30.0   # off a terminal, a bar still open says where it is this often
+
+
+def progress_seconds() -> float:
+    "How often an open bar prints its line off a terminal: $REWARD_AUDITOR_PROGRESS_SECONDS, else 30 s."
+    try:
+        return max(0.0, float(os.environ.get("REWARD_AUDITOR_PROGRESS_SECONDS", PROGRESS_SECONDS)))
+    except ValueError:
+        return PROGRESS_SECONDS
+
+
 def _line_progress_class():
-    "A tqdm subclass that draws nothing and writes one line when an outermost bar closes."
+    "A tqdm subclass that draws nothing: a line at a steady interval while a bar runs, and one when an outermost bar closes."
     import io
+    import time
     from tqdm import tqdm as _tqdm
 
     class LineProgress(_tqdm):
         def __init__(self, *args, **kw):
             self._line_to = kw.get("file") or sys.stderr
             kw["file"] = io.StringIO()
+            self._every, self._last = progress_seconds(), time.monotonic()
             super().__init__(*args, **kw)
 
         def display(self, msg=None, pos=None):
+            now = time.monotonic()
+            if not self.disable and self.n and now - self._last >= self._every:  # a long stage is never silent
+                self._last = now
+                total = f"/{self.total}" if self.total else ""
+                elapsed = self.format_interval(self.format_dict["elapsed"])
+                from reward_auditor.guards import shown
+                print(f"{PROG}: {shown(self.desc) or 'progress'}: {self.n}{total} after {elapsed}",
+                      file=self._line_to, flush=True)
             return True
 
         def close(self):
@@ -242,7 +264,23 @@ class _WarningLines:
             return
         self.seen.add((category, filename, lineno))
         from reward_auditor.guards import shown  # a server's text can carry a key or an escape sequence
-        print(f"{PROG}: warning: {shown(message)}", file=sys.stderr, flush=True)
+        print(warning_text(shown(message)), file=sys.stderr, flush=True)
+
+
+WARNING_WIDTH = 100
+
+
+def warning_text(message: str) -> str:
+    "`reward-auditor: warning: ...` folded at 100 columns, each continuation line prefixed and indented (grep finds them all)."
+    import textwrap
+    return textwrap.fill(f"{PROG}: warning: {message}", WARNING_WIDTH, subsequent_indent=f"{PROG}:   ",
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def unfold_warnings(text: str) -> str:
+    "Lines of `warning_text` joined back into one line per warning (what a test or a log reader compares)."
+    import re
+    return re.sub(rf"\n{re.escape(PROG)}:   (?=\S)", " ", text)
 
 
 def warning_lines():

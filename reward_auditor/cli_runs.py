@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .cli_common import CLIError, PROG, _alpha, _common, _positive_int
+from .cli_common import CLIError, PROG, _alpha, _common, _positive_int, warning_text
 
 # %% auto #0
 __all__ = ['add_report', 'add_compare', 'cmd_report', 'cmd_compare']
@@ -79,6 +79,6 @@ def cmd_compare(ns) -> int:
     for f in cmp.findings():
         print(plain_line(f"  {f}"))
     for w in cmp.warnings:
-        print(f"{PROG}: warning: {plain_line(w)}", file=sys.stderr)
+        print(warning_text(plain_line(w)), file=sys.stderr)
     print(f"comparison: {out / 'comparison.html'} (tables: comparison.parquet, comparison.json)")
     return 0

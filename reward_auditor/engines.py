@@ -7,6 +7,7 @@ Docs: https://reward-auditor.github.io/reward_auditor/engines.html.md"""
 # %% ../nbs/08_engines.ipynb #cc13e6db
 from __future__ import annotations
 
+import logging
 import os
 import time
 import traceback
@@ -303,15 +304,17 @@ class RayEngine(Engine):
     def _connect(self):
         ray = _require_ray()
         if not ray.is_initialized():
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
                      runtime_env={"env_vars": {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}})
         return ray
 
     def _actors(self, ray, scorer, n: int) -> tuple:
-        "(recipe ref, n actors) building the scorer from one copy of its recipe in the object store; Ray restarts one that dies."
+        "(recipe, n actors) building the scorer from its recipe, passed by value: Ray restarts one that dies from it."
         cls = ray.remote(num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker, max_restarts=3,
                          max_task_retries=3)(_UnitActor)
-        recipe = ray.put(scorer_recipe(scorer))
+        # by value, not an object-store ref: a restartable actor whose constructor reads the store makes Ray log an
+        # error line in every run (the recipe is a small spec; Ray stores a large one itself)
+        recipe = scorer_recipe(scorer)
         device = None if self.gpus_per_worker > 0 else "cpu"
         return recipe, [cls.remote(recipe, device) for _ in range(n)]
 
@@ -523,7 +526,7 @@ def _ray_connect(address: str | None):
     "The `ray` module, connected (a local instance when address is None; 'auto' or 'ray://…' joins a cluster)."
     ray = _require_ray()
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
                  runtime_env={"env_vars": {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}})
     return ray
 

@@ -16,7 +16,7 @@ from .family_tests import _adjust_family
 
 # %% auto #0
 __all__ = ['BELOW_CHANCE_NOTE', 'FINDINGS_CAPTION', 'error_control', 'too_few_to_test', 'rejection_bar', 'detectability_warnings',
-           'below_chance', 'chance_counts', 'below_chance_rows', 'findings', 'findings_html']
+           'detectability_note', 'below_chance', 'chance_counts', 'below_chance_rows', 'findings', 'findings_html']
 
 # %% ../nbs/08ae_findings.ipynb #d0840db8
 _GUARANTEE = {"bh": "independent or positively dependent (PRDS) tests within a family",
@@ -106,11 +106,16 @@ def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list
                          f"p <= {b:.3g})" for r, b in zip(bad.itertuples(), bars))
         head = ("too few changed items to detect anything" if undetectable.all() else
                 f"{len(bad)} of {len(g)} perturbations cannot reach significance, too few changed items")
-        lvl = f"alpha/2 = {settings.alpha / 2:g} per tail" if settings.two_sided else f"alpha = {settings.alpha:g}"
-        out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g} (N0 = pairs whose score margin "
-                   f"changed, p >= the smallest p they allow; the bar is {settings.multiplicity}'s threshold at the "
-                   f"test's rank with every test at its smallest p, for bh {lvl} times rank/tests): {what}")
+        out.append(f"subset {subset} ({model}): {head} at alpha = {settings.alpha:g}: {what}")
     return out
+
+
+def detectability_note(settings: AuditSettings) -> str:
+    "What N0 and the bar of `detectability_warnings` mean: said once after them, not on every family's line."
+    lvl = f"alpha/2 = {settings.alpha / 2:g} per tail" if settings.two_sided else f"alpha = {settings.alpha:g}"
+    return (f"too few changed items: N0 = pairs whose score margin changed, and p >= the smallest p they allow; the "
+            f"bar is {settings.multiplicity}'s threshold at the test's rank with every test at its smallest p (for bh, "
+            f"{lvl} times rank/tests)")
 
 # %% ../nbs/08ae_findings.ipynb #139f1035
 BELOW_CHANCE_NOTE = "below chance: suitability is not meaningful here"

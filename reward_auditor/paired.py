@@ -94,25 +94,23 @@ def compact_letters(models: Sequence[str], accuracy: Sequence[float], different:
     "Compact letter display: models sharing a letter are not significantly different; 'a' goes to the best model."
     K = len(models)
     different = np.asarray(different, bool)
-    sets = [frozenset(range(K))]
-    for i in range(K):
-        for j in range(i + 1, K):
-            if not different[i, j]:
-                continue
-            new = []
-            for s in sets:
-                if i in s and j in s:
-                    new += [s - {i}, s - {j}]
-                else:
-                    new.append(s)
-            new = list(dict.fromkeys(new))
-            sets = [s for s in new if s and not any(s < t for t in new)]
+    sets = [(1 << K) - 1]                          # the groups as bit masks of models, all in one at first
+    for i, j in zip(*np.nonzero(np.triu(different, 1))):
+        bi, bj = 1 << int(i), 1 << int(j)
+        both = bi | bj
+        keep = [s for s in sets if s & both != both]
+        split = [x for s in sets if s & both == both for x in (s & ~bi, s & ~bj)]
+        # insert and absorb: only the split groups can fall inside another group (the others were maximal and
+        # a split group lies inside a group they did not lie in), so only they are checked
+        split = list(dict.fromkeys(x for x in split if x and not any(x & t == x for t in keep)))
+        sets = keep + [x for x in split if not any(x != t and x & t == x for t in split)]
     order = np.argsort(-np.nan_to_num(np.asarray(accuracy, np.float64), nan=-np.inf), kind="stable")
     pos = {m: r for r, m in enumerate(order)}
-    sets.sort(key=lambda s: (min(pos[m] for m in s), sorted(pos[m] for m in s)))
+    groups = [[m for m in range(K) if s >> m & 1] for s in sets]
+    groups.sort(key=lambda s: (min(pos[m] for m in s), sorted(pos[m] for m in s)))
     alphabet = [chr(97 + k) for k in range(26)] + [f"{chr(97 + k // 26)}{chr(97 + k % 26)}" for k in range(26 * 26)]
     letters = ["" for _ in range(K)]
-    for k, s in enumerate(sets):
-        for m in sorted(s):
+    for k, s in enumerate(groups):
+        for m in s:
             letters[m] += alphabet[k]
     return letters

@@ -14,7 +14,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -23,8 +23,8 @@ from .audit_conditions import data_fingerprint
 from .audit_settings import AuditError
 
 # %% auto #0
-__all__ = ['RESULT_FILES', 'DATA_STAMP', 'REPORT_NAME', 'locked_folder', 'recorded_reports', 'record_reports', 'check_writable',
-           'package_versions']
+__all__ = ['RESULT_FILES', 'DATA_STAMP', 'REPORT_NAME', 'locked_folder', 'recorded_reports', 'record_reports', 'scorer_changes',
+           'check_writable', 'package_versions']
 
 # %% ../nbs/08ag_run_folder.ipynb #2888be8e
 # a saved result's frames and manifest (`AuditResult.FILES`): what clearing a run removes with its summaries
@@ -125,15 +125,38 @@ def _recorded_fingerprint(out: Path) -> str | None:
     return None
 
 
+def _recorded_scorers(out: Path) -> dict[str, str]:
+    "The scorers of the run already in `out` (name → fingerprint, from its manifest), or {}."
+    try:
+        models = json.loads((out / "manifest.json").read_text(encoding="utf-8")).get("models") or {}
+        return {str(k): str((v or {}).get("fingerprint", "")) for k, v in models.items()}
+    except Exception:  # absent or unreadable: no results to protect
+        return {}
+
+
+def scorer_changes(before: Mapping[str, str], now: Mapping[str, str]) -> str:
+    "What differs between two runs' scorers (name → fingerprint), in words; '' when they are the same."
+    gone = [n for n in before if n not in now]
+    new = [n for n in now if n not in before]
+    changed = [n for n in now if n in before and before[n] != now[n]]
+    return "; ".join([*([f"scored by {', '.join(gone)}, not in this run"] if gone else []),
+                      *([f"not scored by {', '.join(new)}"] if new else []),
+                      *(f"{n} was {before[n][:12]}…, now {now[n][:12]}…" for n in changed)])
+
+
 def _stamp_data(out: str | Path, original: pd.DataFrame, source: Any, overwrite: bool = False,
-                before_write: Callable[[], Any] | None = None) -> str:
-    "Check that `out` holds no run of other data (unless `overwrite`), call `before_write`, then record this data."
+                before_write: Callable[[], Any] | None = None, scorers: Mapping[str, str] | None = None) -> str:
+    "Check that `out` holds no run of other data or other `scorers` (unless `overwrite`), call `before_write`, then record this data."
     from reward_auditor.safety import atomic_write, run_file
     out, fp = Path(out), data_fingerprint(original)
     old = _recorded_fingerprint(out)
     if old is not None and old != fp and not overwrite:
         raise AuditError(f"{out} holds a run of other data (sha256 {str(old)[:12]}…; {source} has "
                          f"{fp[:12]}…): choose a new folder, or pass --overwrite to replace that run (out)")
+    differ = scorer_changes(_recorded_scorers(out), scorers) if scorers is not None and old == fp else ""
+    if differ and _recorded_scorers(out) and not overwrite:  # its results and reports would be replaced unasked
+        raise AuditError(f"{out} holds the results of other scorers on this data ({differ}): choose a new folder, "
+                         f"or pass --overwrite to replace them (out)")
     if before_write is not None:  # everything is checked: the caller may now write its own record
         before_write()
     if old is not None and old != fp:

@@ -472,3 +472,26 @@ def test_audit_closes_the_score_cache_it_opened(tmp_path):
     audit(load_sample().head(12), "length", ["EF"], permutations=200, out=tmp_path / "run", progress=False)
     assert (tmp_path / "run" / "scores.sqlite").exists()
     assert not (tmp_path / "run" / "scores.sqlite-wal").exists()
+
+
+def test_a_run_folder_is_never_replaced_by_other_scorers_unasked(tmp_path):
+    """The same data with another scorer replaced the earlier results and reports with no word; now refused with a
+    line naming what differs, unless overwrite. A rerun of the same audit keeps a report it did not write itself."""
+    from reward_auditor.audit import record_reports
+    df = load_sample().head(24)
+    out = tmp_path / "run"
+    first = audit(df, "length", ["EF"], permutations=200, out=out, progress=False)
+    (out / "report-by-subset.html").write_text("<p>by subset</p>")       # rendered later, by `report --by subset`
+    record_reports(out, "report-by-subset.html")
+    again = audit(df, "length", ["EF"], permutations=200, out=out, progress=False)    # a resume: the same bytes
+    assert (out / "report-by-subset.html").exists(), "a rerun deleted a report that still describes its results"
+    assert json.loads((out / "manifest.json").read_text())["reports"] == ["report-by-subset.html"]
+    assert again.table.equals(first.table)
+    saved = (out / "results.parquet").read_bytes()
+    with pytest.raises(AuditError, match=r"results of other scorers on this data \(scored by length, not in this run; "
+                                         r"not scored by overlap\).*--overwrite"):
+        audit(df, "overlap", ["EF"], permutations=200, out=out, progress=False)
+    assert (out / "results.parquet").read_bytes() == saved and (out / "report-by-subset.html").exists()
+    audit(df, "overlap", ["EF"], permutations=200, out=out, progress=False, overwrite=True)
+    assert not (out / "report-by-subset.html").exists()                  # it described the replaced results
+    assert list(json.loads((out / "manifest.json").read_text())["models"]) == ["overlap"]

@@ -4,6 +4,7 @@ import json
 import os
 import random
 import sqlite3
+import re
 import subprocess
 import sys
 import time
@@ -380,6 +381,8 @@ def test_driver_killed_mid_ray_run_resumes_with_either_engine(setup, ray_session
     seen, alive = _ray_processes_end(proc)
     log.close()
     assert proc.returncode == -9, (tmp_path / "driver.log").read_text()[-3000:]
+    said = (tmp_path / "driver.log").read_text()   # a normal run says nothing of Ray's own (its E-level lines, INFO)
+    assert not re.search(r"^\[[^\]]* E \d+ \d+\]|core_worker\.cc|INFO worker\.py", said, re.M), said[-3000:]
     assert len(seen) >= 2 and not alive, f"Ray processes outlived the killed driver: {alive}"
     kept = ScoreCache(run / "scores.sqlite").count()
     assert 0 < kept < total and not (run / "items.parquet").exists()

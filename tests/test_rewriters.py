@@ -3,6 +3,7 @@ OpenAI-compatible server on 127.0.0.1, apertium batching, and the content-hash c
 import http.server
 import json
 import os
+import time
 import shutil
 import socketserver
 import threading
@@ -64,7 +65,7 @@ def test_transformers_rewriter_bad_folder(tmp_path):
 
 class _Server:
     "A chat-completions server on 127.0.0.1 that reverses the user's text; fails the first `fail` requests."
-    def __init__(self, fail=0):
+    def __init__(self, fail=0, delay=0.0):
         outer = self
         self.requests, self.fail = [], fail
 
@@ -72,6 +73,7 @@ class _Server:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append((self.path, dict(self.headers), body))
+                time.sleep(delay)
                 if outer.fail > 0:
                     outer.fail -= 1
                     self.send_response(503); self.end_headers(); return
@@ -225,3 +227,20 @@ def test_model_rewriters_count_their_texts_on_a_progress_bar(monkeypatch):
     finally:
         s.close()
     assert [(b.label, b.size, b.counted) for b in bars] == [("rewrite with m", 3, 3)]
+
+
+def test_a_served_rewrite_off_a_terminal_prints_progress_lines(tmp_path):
+    "`perturb` with a model rewriter printed nothing off a terminal until it ended; now a line per interval."
+    import subprocess
+    import sys
+    s = _Server(delay=0.15)          # a slow server: each answer takes longer than a bar's refresh interval
+    try:
+        env = {**os.environ, "REWARD_AUDITOR_PROGRESS_SECONDS": "0", "OMP_NUM_THREADS": "1"}
+        r = subprocess.run([sys.executable, "-m", "reward_auditor.cli", "perturb", "--data", "sample", "--limit", "6",
+                            "--perturbations", "LC-model", "--rewriter-url", s.url, "--rewriter-name", "m",
+                            "--out", str(tmp_path / "p.jsonl")], capture_output=True, text=True, env=env, timeout=300)
+    finally:
+        s.close()
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("reward-auditor: rewrite with m: ")]
+    assert len(lines) >= 2 and all(" after " in ln for ln in lines), r.stderr

@@ -181,8 +181,11 @@ def test_overwrite_keeps_the_users_own_reports(data, tmp_path, capsys, monkeypat
     assert json.loads((out / "manifest.json").read_text())["reports"] == ["report.html", "report.ipynb"]
     (out / "report-my-notes.html").write_text("<p>mine</p>")
     (out / "report_2024.ipynb").write_text("{}")
-    # the same data again (the package's report goes, the user's stay) ...
+    # the same audit again: the same result bytes, which the package's report still describes, so it stays ...
     assert ra_cli.main(["audit", "--data", str(data / "a.jsonl"), "--out", str(out), *AUDIT]) == 0
+    assert (out / "report.html").exists()
+    # ... another seed perturbs otherwise: new results, so the package's report goes, the user's stay ...
+    assert ra_cli.main(["audit", "--data", str(data / "a.jsonl"), "--out", str(out), "--seed", "1", *AUDIT]) == 0
     assert not (out / "report.html").exists() and not (out / "report.ipynb").exists()
     # ... and other data with --overwrite
     assert ra_cli.main(["audit", "--data", str(data / "b.jsonl"), "--out", str(out), "--overwrite", *AUDIT]) == 0

@@ -36,3 +36,21 @@ def test_stacklevel_warning_from_package_code(tmp_path):
     lines = r.stderr.splitlines()
     assert lines[0] == "UserWarning: too few items", r.stderr
     assert lines[1].endswith("UserWarning: a user warning") and lines[1].startswith("<string>:5"), r.stderr
+
+
+def test_command_line_warnings_fold_at_100_columns_and_say_each_thing_once(tmp_path):
+    "Warnings ran to ~450 characters and the note on N0 repeated on every subset's line; now folded, the note once."
+    from reward_auditor.cli_common import unfold_warnings, warning_text
+    long = "subset chat (overlap): " + ", ".join(f"X{i} (N0 = {i}, p >= 0.5, flagged only at p <= 0.0125)" for i in range(8))
+    folded = warning_text(long)
+    assert all(len(line) <= 100 for line in folded.splitlines()) and len(folded.splitlines()) > 3
+    assert all(line.startswith("reward-auditor: ") for line in folded.splitlines())      # grep still finds them
+    assert unfold_warnings(folded) == f"reward-auditor: warning: {long}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "reward_auditor.cli", "audit", "--data", "sample", "--model", "overlap",
+                        "--perturbations", "EF,PH,IU,IW", "--no-report", "--out", str(tmp_path / "run")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("too few changed items to detect anything") >= 2, r.stderr   # several families lack them
+    assert unfold_warnings(r.stderr).count("N0 = pairs whose score margin changed") == 1, r.stderr
+    assert max(len(line) for line in r.stderr.splitlines()) <= 100, r.stderr
