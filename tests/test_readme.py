@@ -111,7 +111,8 @@ def test_the_readme_has_the_lines_we_expect():
 
 
 def test_every_command_block_is_marked_as_shell():
-    "A fence that shows `reward-auditor` commands says `bash`, so GitHub and the site colour it and this file runs it."
+    """A fence that shows `reward-auditor` commands says `bash`, so GitHub and the site colour it and this file runs it
+    (a synopsis with placeholders, `reward-auditor leaderboard PATH... [--items CSV]`, says `text`)."""
     for d in DOCS:
         for n, lang, body in fenced(doc_text(d), ("",)):
             assert "reward-auditor " not in body, f"{_rel(d)}:{n}: mark the block ```bash"
