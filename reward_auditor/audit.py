@@ -118,11 +118,16 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
           on_start: Callable[[], Any] | None = None,  # called once, after every input is checked and before the first write to `out`
           semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT,  # undo ST/SP rewrites whose MiniLM similarity is too low; False loads no model
           rewriter: Any = None,  # the rewriter of the *-model perturbations: {"model": DIR} or {"url": URL, "name": MODEL}
+          sequential: bool = False,  # score in seeded rounds of whole clusters and stop each cell once its anytime-valid verdict is known (e-values, e-BH)
+          round_size: int | None = None,  # clusters per round of a sequential audit (None: a twentieth of the clusters, at least 8)
+          sequential_bound: float | None = None,  # on the logprob and nll scales, the bound B on |d| a sequential audit needs (differences clipped to ±B)
           ) -> AuditResult:
     """Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`).
 
     `data`, `scorers`, `engine` and `rewriter` take specs (`specs`): e.g. `{"paths": [...], "limit": 200}`,
     `["overlap", "rm=PATH", {"model": PATH, "kind": "dpo", "reference": PATH}]`, `"ray"`, `{"model": DIR}`.
+    `sequential=True` scores in seeded rounds of `round_size` clusters and stops each cell once its anytime-valid
+    verdict is known (`audit_sequential`); on the logprob and nll scales `sequential_bound` bounds |d|.
     Each parameter is described by the comment after it (nbdev's docments); `help(audit)` lists them."""
     from tqdm import tqdm
     t_start, cpu_start = time.perf_counter(), cpu_seconds()
@@ -130,6 +135,9 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
                              multiplicity=multiplicity, margin=margin, family=family, preset=preset,
                              two_sided=two_sided, group_weights=dict(group_weights) if group_weights else None,
                              effect_ci=effect_ci, group_by=group_by)
+    if not sequential and (round_size is not None or sequential_bound is not None):
+        raise AuditError("round_size and sequential_bound apply to a sequential audit only (sequential=True, "
+                         "--sequential)")
     if out is not None:
         check_writable(out)
     if conditions is not None and not isinstance(conditions, Mapping):
@@ -176,40 +184,57 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
     if engine is not None:  # the engine's workers perturb too (Ray tasks with the Ray engine)
         from reward_auditor.engines import engine_perturber
         perturber = engine_perturber(engine, perturb_workers)
-    try:
-        built, skipped = make_conditions(original, [n for n in names if n not in conds], seed=settings.seed,
-                                         on_unavailable=on_unavailable, progress=progress,
-                                         store=None if out is None else Path(out) / "conditions",
-                                         workers=perturb_workers, turns=perturb_turns, perturber=perturber,
-                                         semantic_check=semantic_check, report=made,
-                                         embed_device=None if engine is not None else scorers_device(scorer_objs),
-                                         **(perturb_options or {}))
-    finally:
-        if perturber is not None:
-            perturber.close()
-    conds = {**built, **conds}
-    conds = {n: conds[n] for n in [*names, *[c for c in conds if c not in names]] if n in conds}
-    if not conds:
-        raise AuditError("no condition to audit (perturbations): every requested perturbation was skipped "
-                         f"or none was requested; skipped: {skipped or 'none'}")
-    store = _open_cache(cache, out)
-    engine_reports = {}
-    if engine is not None:  # an engine only fills the cache; the scoring below then reads it
-        if store is None:
-            raise AuditError("an engine fills the score cache (engine): pass cache= or out=")
-        for sc in scorer_objs:
-            rep = engine.fill(sc, original, conds, store, progress=progress)
-            engine_reports[sc.name] = {"units": rep.units, "committed": rep.committed, "computed": rep.computed,
-                                       "seconds": rep.seconds}
+    if sequential:  # rounds of whole clusters, perturbed and scored only where a cell is still open
+        from reward_auditor import audit_sequential as ra_as
+        try:
+            seq = ra_as.sequential_scoring(
+                original, clusters, names, conds, scorer_objs, settings, dict(
+                    seed=settings.seed, on_unavailable=on_unavailable, workers=perturb_workers, turns=perturb_turns,
+                    perturber=perturber, semantic_check=semantic_check,
+                    embed_device=None if engine is not None else scorers_device(scorer_objs), **(perturb_options or {})),
+                cache=cache, out=out, engine=engine, progress=progress, round_size=round_size, bound=sequential_bound,
+                data_sha=data_fingerprint(original))
+        finally:
+            if perturber is not None:
+                perturber.close()
+        conds, skipped, items, score_counts, store, made, engine_reports = (seq[k] for k in (
+            "conds", "skipped", "items", "score_counts", "store", "made", "engine_reports"))
+        cpu["score"] = seq["cpu"]
+    else:
+        try:
+            built, skipped = make_conditions(original, [n for n in names if n not in conds], seed=settings.seed,
+                                             on_unavailable=on_unavailable, progress=progress,
+                                             store=None if out is None else Path(out) / "conditions",
+                                             workers=perturb_workers, turns=perturb_turns, perturber=perturber,
+                                             semantic_check=semantic_check, report=made,
+                                             embed_device=None if engine is not None else scorers_device(scorer_objs),
+                                             **(perturb_options or {}))
+        finally:
+            if perturber is not None:
+                perturber.close()
+        conds = {**built, **conds}
+        conds = {n: conds[n] for n in [*names, *[c for c in conds if c not in names]] if n in conds}
+        if not conds:
+            raise AuditError("no condition to audit (perturbations): every requested perturbation was skipped "
+                             f"or none was requested; skipped: {skipped or 'none'}")
+        store = _open_cache(cache, out)
+        engine_reports = {}
+        if engine is not None:  # an engine only fills the cache; the scoring below then reads it
+            if store is None:
+                raise AuditError("an engine fills the score cache (engine): pass cache= or out=")
+            for sc in scorer_objs:
+                rep = engine.fill(sc, original, conds, store, progress=progress)
+                engine_reports[sc.name] = {"units": rep.units, "committed": rep.committed, "computed": rep.computed,
+                                           "seconds": rep.seconds}
 
-    all_items, score_counts, cpu["score"] = [], {}, {}
-    for sc in tqdm(scorer_objs, desc="score", disable=not progress or len(scorer_objs) < 2, leave=False):
-        t0 = cpu_seconds()
-        items, counts = score_conditions(sc, original, conds, cache=store, progress=progress)
-        all_items.append(items)
-        score_counts[sc.name] = counts
-        cpu["score"][sc.name] = round(cpu_seconds() - t0, 3)
-    items = pd.concat(all_items, ignore_index=True)
+        all_items, score_counts, cpu["score"] = [], {}, {}
+        for sc in tqdm(scorer_objs, desc="score", disable=not progress or len(scorer_objs) < 2, leave=False):
+            t0 = cpu_seconds()
+            items, counts = score_conditions(sc, original, conds, cache=store, progress=progress)
+            all_items.append(items)
+            score_counts[sc.name] = counts
+            cpu["score"][sc.name] = round(cpu_seconds() - t0, 3)
+        items = pd.concat(all_items, ignore_index=True)
     items["confidence_before"] = ra_stats.confidence(items["margin_before"].to_numpy(float), settings.scale)
     items["confidence_after"] = ra_stats.confidence(items["margin_after"].to_numpy(float), settings.scale)
     items["delta"] = differences(items["margin_before"].to_numpy(float), items["margin_after"].to_numpy(float),
@@ -218,31 +243,36 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
     truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
     # a scorer with a token limit that reports no counts: whether it cut anything is unknown, and the report says so
     untold = [sc.name for sc in scorer_objs if sc.name not in truncation and getattr(sc, "max_length", None)]
-    style_matrix = {sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
+    style_matrix = {} if sequential else {  # the style grid scores every item again: not in a sequential run
+        sc.name: m for sc in scorer_objs if (m := style_matrices(sc, original, store)) is not None}
     if store is not None and store is not cache:   # the run's own file, opened here: closed now, its journal folded in
         store.close()
-    rb2 = rewardbench2_headline(original, items, seed=settings.seed)
+    rb2 = None if sequential else rewardbench2_headline(original, items, seed=settings.seed)
 
     groups = {n: getattr(c, "group", "other") for n, c in conds.items()}
     sides = {n: getattr(c, "side", "") for n, c in conds.items()}
     fams = [(m, s) for m in dict.fromkeys(items["model"])
             for s in (dict.fromkeys(items["subset"]) if settings.family == "subset" else ["all"])]
-    tables, t0 = [], cpu_seconds()
-    for model, subset in tqdm(fams, desc="test", disable=not progress, leave=False):
-        sel = items["model"] == model
-        if subset != "all":
-            sel &= items["subset"] == subset
-        fam = items[sel]
-        if fam["id"].nunique() < 2:
-            continue
-        t = family_table(fam, groups=groups, settings=settings, seed=family_seed(settings.seed, subset),
-                         clusters=clusters)
-        t.insert(0, "subset", subset)
-        t.insert(0, "model", model)
-        tables.append(t)
-    if not tables:
-        raise AuditError("no family has at least two items (data): add items or use family='model'")
-    table = pd.concat(tables, ignore_index=True)
+    if sequential:  # the anytime-valid statistics of the rounds, never a fixed-N test on the same data
+        t0 = cpu_seconds()
+        table = ra_as.sequential_table(items, seq["run"], groups, settings, seq["bound"])
+    else:
+        tables, t0 = [], cpu_seconds()
+        for model, subset in tqdm(fams, desc="test", disable=not progress, leave=False):
+            sel = items["model"] == model
+            if subset != "all":
+                sel &= items["subset"] == subset
+            fam = items[sel]
+            if fam["id"].nunique() < 2:
+                continue
+            t = family_table(fam, groups=groups, settings=settings, seed=family_seed(settings.seed, subset),
+                             clusters=clusters)
+            t.insert(0, "subset", subset)
+            t.insert(0, "model", model)
+            tables.append(t)
+        if not tables:
+            raise AuditError("no family has at least two items (data): add items or use family='model'")
+        table = pd.concat(tables, ignore_index=True)
     cpu["tests"] = round(cpu_seconds() - t0, 3)
     table, margin_used = decide(table, settings)
     table["side"] = table["perturbation"].map(sides)
@@ -252,11 +282,12 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
     tr = truncation_table(truncation)
     table = table.merge(tr, on=["model", "subset", "perturbation"], how="left") if len(tr) else \
         table.assign(n_truncated=np.nan, n_answer_cut=np.nan)
-    table = table[[c for c in TABLE_COLUMNS if c in table.columns]]
+    table = table[[c for c in [*TABLE_COLUMNS, *(ra_as.SEQUENTIAL_COLUMNS if sequential else [])] if c in table.columns]]
 
     warn = []
-    control, fdr_warn = error_control(table, settings)  # unproven procedures: FDR measured for this family shape
-    undetectable = detectability_warnings(table, settings)
+    control, fdr_warn = (ra_as.sequential_error_control(settings), []) if sequential else \
+        error_control(table, settings)  # unproven procedures: FDR measured for this family shape
+    undetectable = [] if sequential else detectability_warnings(table, settings)  # fixed-N p_min: not sequential
     for w in fdr_warn + undetectable + ([detectability_note(settings)] if undetectable else []):
         warn.append(w)
         warnings.warn(w, stacklevel=2)
@@ -304,6 +335,7 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
         "versions": package_versions(),
         "wall_seconds": round(time.perf_counter() - t_start, 2),
         "cpu_seconds": {"perturb": made.get("cpu_seconds", {}), **cpu, "total": round(cpu_seconds() - cpu_start, 3)},
+        **({"sequential": _jsonable(seq["record"])} if sequential else {}),
     }
     result = AuditResult(table.reset_index(drop=True), items, manifest, _texts(original, conds))
     if out is not None:

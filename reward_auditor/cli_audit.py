@@ -99,6 +99,10 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
         say(f"{model}: RM-Bench style matrix (n = {a.get('n')}): easy {a.get('easy', float('nan')):.3f}, "
             f"normal {a.get('normal', float('nan')):.3f}, hard {a.get('hard', float('nan')):.3f}, "
             f"average {a.get('average', float('nan')):.3f} (the audit itself uses the concise/concise pair)")
+    if (seq := result.manifest.get("sequential")):
+        c = seq["calls"]
+        say(f"sequential: {seq['rounds_run']} of {seq['rounds_planned']} rounds; {c['scored']} pairs scored of the "
+            f"full audit's {'about ' if c.get('estimated') else ''}{c['full']} ({100 * c['saved']:.1f} % saved)")
     for w in result.manifest.get("warnings", []):
         print(warning_text(shown(w)), file=sys.stderr)
     print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv, items.jsonl)")
@@ -223,7 +227,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        perturb_turns=args.get("perturb_turns") or "final", group_by=args.get("group_by"),
                        semantic_check=args.get("semantic_check", "on") != "off",
                        errors="drop" if args.get("drop_invalid") else "raise",
-                       rewriter=rewriter,
+                       rewriter=rewriter, sequential=bool(args.get("sequential")),
+                       round_size=args.get("round_size"), sequential_bound=args.get("sequential_bound"),
                        on_start=save_arguments)
     if solutions is not None:
         run_prm_step_audits(args, solutions, scorers, out, pert, progress)

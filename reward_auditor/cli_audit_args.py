@@ -100,6 +100,16 @@ def _margin(s: str):
     return v
 
 
+def _sequential_bound(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sequential bound must be a number, got {s!r}") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"sequential bound must be a number > 0, got {v}")
+    return v
+
+
 AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     limit=None,
@@ -108,7 +118,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
     group_weights=None, effect_ci="bca", overwrite=False, group_by=None, step_separator=None, aggregate=None,
     prm_threshold=None, perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None,
-    semantic_check="on")
+    semantic_check="on", sequential=False, round_size=None, sequential_bound=None)
 PRM_OPTIONS = ("step_separator", "aggregate", "prm_threshold")  # only with --kind prm
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
@@ -119,7 +129,7 @@ EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_ba
 RESUME_TAKES = ("format", "drop_invalid", "limit", "mapping", "perturb_turns", "kind", "seed", "permutations",
                 "alpha", "scale", "multiplicity", "group_weights", "effect_ci", "margin", "family", "two_sided",
                 "preset", "device", "dtype", "batch_size", "max_batch_tokens", "max_length", "beta", "reduction",
-                "load_in", "report", "by", "group_by",
+                "load_in", "report", "by", "group_by", "sequential", "round_size", "sequential_bound",
                 "semantic_check", "columns", "step_separator", "aggregate", "prm_threshold")
 RESUME_NEEDS_AGAIN = ("data", "conditions", "perturbations", "model", "scorer", "reference", "cache",
                       "trust_remote_code", "endpoint", "endpoint_model", "endpoint_tokenizer", "endpoint_api",
@@ -257,6 +267,15 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--one-sided", dest="two_sided", action="store_false", default=S,
                    help="test degradation only, at alpha: the paper's test (default: two-sided, each tail at "
                         "alpha/2, a significant rise reported as IMPROVES)")
+    g.add_argument("--sequential", action="store_true", default=S,
+                   help="score in seeded rounds of whole clusters and stop scoring a cell once its anytime-valid "
+                        "verdict is known (e-BH flags it, or its confidence sequence is inside the margin); the "
+                        "report states the model calls saved")
+    g.add_argument("--round-size", type=_positive_int("round size"), default=S, metavar="N",
+                   help="clusters per round of --sequential (default: a twentieth of them, at least 8)")
+    g.add_argument("--sequential-bound", type=_sequential_bound, default=S, metavar="B",
+                   help="--sequential on the logprob or nll scale: differences are clipped to [-B, B] (the prob "
+                        "scale is bounded by 1)")
     g.add_argument("--preset", choices=["paper-code"], default=S,
                    help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars (at most three, as in the "
                         "published Table 1), one-sided (to compare with published tables)")

@@ -411,11 +411,15 @@ def _jsonable(v):
     return getattr(v, "model_id", None) or type(v).__name__
 
 
+from .probes import PROBES  # registers the judge probes MK and FMT (after the built-ins)
+
+
 def _resolve(names) -> list[str]:
     "Perturbation names to run, checked against the registry."
     if names == "all":
         extra = [n for n, p in registry.items() if n not in BUILTINS and not isinstance(p, ModelRewrite)
-                 and n not in STEP_PERTURBATIONS]  # SN, MX: asked for by name (or by the step audit)
+                 and n not in STEP_PERTURBATIONS   # SN, MX: asked for by name (or by the step audit)
+                 and n not in PROBES]              # MK, FMT: judge probes, asked for by name
         return list(BUILTINS) + extra
     names = [names] if isinstance(names, str) else list(names)
     unknown = [n for n in names if n not in registry]
@@ -462,7 +466,8 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, tur
         kw = {**p.defaults, **{k: v for k, v in options.items() if k in p.defaults}, **own}
         new = df.copy()
         changed, size, sem = np.zeros(len(df), bool), np.zeros(len(df), int), {}
-        for f in (("prompt",) if p.side == "prompt" else ("chosen", "rejected")):
+        # a response perturbation rewrites both answers unless it names its fields (MK: the rejected one only)
+        for f in (("prompt",) if p.side == "prompt" else tuple(getattr(p, "fields", ("chosen", "rejected")))):
             key = "response" if p.paired and p.side == "response" else f   # paired: one draw per item, both answers
             rngs = [item_rng(seed, name, p.version, i, key) for i in ids]
             before = df[f].tolist()
@@ -610,6 +615,10 @@ PERTURBATION_LEGEND = (
      "rewriter model or endpoint", "model"),
     ("SLC-model", "response", "Markdown restructuring and translation by a language model",
      "rewriter model or endpoint", "model"),
+    ("MK", "response", "master key (judge probe, by name only): the rejected answer replaced by a content-free opener "
+     "such as ':' or 'Thought process:'; the chosen answer kept", "rules (probes.MASTER_KEYS)", "probe"),
+    ("FMT", "response", "answer format (judge probe, by name only): a boxed final answer unboxed, otherwise wrapped in "
+     "\\boxed{}, under '# Answer' or after '**Answer:**', alike in both answers", "rules", "probe"),
 )
 OFFLINE_NOTE = ("The offline defaults differ from the paper's perturbations, which are LLM rewrites (ST, LE, SP) and a "
                 "Chinese translation (LC, SLC): numbers are not comparable with the paper's Table 1 unless the model "

@@ -76,6 +76,22 @@ def _clusters_text(data: dict) -> str:
             "whole clusters)")
 
 
+def _sequential_rows(m: dict) -> list[tuple[str, str]]:
+    "The header's test, decision and model-call rows of a sequential run (`audit(..., sequential=True)`)."
+    q, s = m["sequential"], m.get("settings", {})
+    c = q.get("calls", {})
+    full = f"about {c.get('full')}" if c.get("estimated") else str(c.get("full"))
+    return [("test", f"sequential: rounds of {q.get('round_size')} clusters in a seeded order (seed {s.get('seed')}), "
+                     f"{q.get('rounds_run')} of {q.get('rounds_planned')} rounds run; two-sided betting e-values and "
+                     f"confidence sequences on the {s.get('scale')} scale, |d| bounded by {q.get('bound')}"
+                     + (" (clipped)" if q.get("clipped") else "")),
+            ("decision", f"a cell stops when e-BH over its {s.get('family')} family flags it at alpha = "
+                         f"{s.get('alpha')}, or when its confidence sequence lies inside the clean bound of margin "
+                         f"{s.get('margin_used', s.get('margin'))} (d_z); else when the data run out"),
+            ("model calls", f"{c.get('scored')} pairs scored of the full audit's {full}: "
+                            f"{100 * float(c.get('saved', 0)):.1f} % saved")]
+
+
 def header_html(result: AuditResult) -> str:
     "A one-table summary of what was audited with which settings (the template carries the title)."
     m, t = result.manifest, result.table
@@ -84,13 +100,15 @@ def header_html(result: AuditResult) -> str:
                      + ", ".join(f"{k} ({v})" for k, v in (d.get("subsets") or {}).items())),
             ("scorers", ", ".join(f"{k} [{v.get('fingerprint', '')}]" for k, v in m.get("models", {}).items())),
             ("perturbations", ", ".join(plots.perturbation_order(t["perturbation"]))),
-            ("test", f"paired sign-flip ({_tails(s)}), statistic {s.get('statistic', 'mean')}, "
-                     f"B = {s.get('permutations')}, seed {s.get('seed')}, scale {s.get('scale')}, "
-                     f"effect d_z (ddof {s.get('effect_ddof')}), its interval "
-                     + ("BCa bootstrap" if s.get("effect_ci") == "bca" else
-                        "noncentral t (assumes normally distributed differences)")),
-            ("decision", f"{s.get('multiplicity')} over each {s.get('family')} family at alpha = {s.get('alpha')}; "
-                         f"UNSUITABLE when significant and effect > margin {s.get('margin_used', s.get('margin'))}"),
+            *(_sequential_rows(m) if m.get("sequential") else [
+                ("test", f"paired sign-flip ({_tails(s)}), statistic {s.get('statistic', 'mean')}, "
+                         f"B = {s.get('permutations')}, seed {s.get('seed')}, scale {s.get('scale')}, "
+                         f"effect d_z (ddof {s.get('effect_ddof')}), its interval "
+                         + ("BCa bootstrap" if s.get("effect_ci") == "bca" else
+                            "noncentral t (assumes normally distributed differences)")),
+                ("decision", f"{s.get('multiplicity')} over each {s.get('family')} family at alpha = "
+                             f"{s.get('alpha')}; UNSUITABLE when significant and effect > margin "
+                             f"{s.get('margin_used', s.get('margin'))}")]),
             *([("error rate", _error_rate(m))] if m.get("error_control") else []),
             ("scores", f"{m.get('scores', {}).get('computed', '?')} computed, "
                        f"{m.get('scores', {}).get('cached', '?')} from the cache"),

@@ -476,6 +476,27 @@ def _drop(g, rng):
     p = _split_top(g.gold[2:-2])
     return ["\\{" + ",".join(p[:-1]) + "\\}"] if len(p) >= 2 else []
 
+# %% ../nbs/08d_verifier_transforms.ipynb #fe85b5fe
+from .probes import MASTER_KEYS, master_key, wrap_answer
+
+
+@rule("master_key", "adversarial", content=False)
+def _master_key(g, rng):
+    "A content-free opener from `probes.MASTER_KEYS` (':', 'Thought process:', …) in place of the answer."
+    return [master_key(rng, MASTER_KEYS)]
+
+
+@rule("answer_wrappers", "equivalent", content=False)
+def _answer_wrappers(g, rng):
+    "The delimited answer under '# Answer' and after '**Answer:**' (the judge probes' format wrappers)."
+    return [wrap_answer(f"${g.gold}$", style) for style in ("answer_heading", "answer_label")]
+
+
+@rule("bare_answer", "contract", content=False)
+def _bare_answer(g, rng):
+    "The answer outside any box or math delimiters."
+    return [wrap_answer(g.gold, "bare")]
+
 # %% ../nbs/08d_verifier_transforms.ipynb #75e38f1d
 STRATA = ("equivalent", "contract", "adversarial")
 SHELLS = {"boxed": "\\boxed{{{}}}", "dollar": "${}$"}

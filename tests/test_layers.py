@@ -19,15 +19,16 @@ FLOORS = [
     ("ground", {"safety", "resources", "tables", "cache", "guards", "store"}),
     ("data", {"records", "data", "steps", "leaderboard_readers"}),
     ("statistics", {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings",
-                    "pair_tests", "compare", "calibration_inputs", "calibration", "planning", "leaderboard_stats"}),
+                    "pair_tests", "compare", "calibration_inputs", "calibration", "planning", "leaderboard_stats",
+                    "sampled", "sequential"}),
     ("plots", {"plots"}),
-    ("perturbations", {"rewriters", "perturbation_base", "synonyms", "meaning_check", "translation",
+    ("perturbations", {"rewriters", "perturbation_base", "synonyms", "meaning_check", "translation", "probes",
                        "perturbations"}),
     ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds"}),
     ("scorer families", {"checkpoints", "families", "endpoints", "prm"}),
     ("scorers", {"scorers"}),
     ("runs", {"engines", "specs", "audit_settings", "audit_conditions", "audit_scoring", "family_tests", "findings",
-              "headlines", "run_folder", "audit_result", "audit", "verifier_answers", "verifier_transforms",
+              "headlines", "run_folder", "audit_result", "audit_sequential", "audit", "verifier_answers", "verifier_transforms",
               "verifiers", "protocol", "prm_audit", "leaderboard"}),
     ("reports", {"report_html", "report_sections", "report_analyses", "report", "leaderboard_page"}),
     ("command line", {"cli_common", "cli_audit_args", "cli_audit", "cli_diagnostics", "cli_runs", "cli_plan",
@@ -39,7 +40,7 @@ NAME = {i: name for i, (name, _) in enumerate(FLOORS)}
 CLIMBS_ALLOWED = {("compare", "audit"), ("calibration", "audit")}
 # what each of these may never import, directly or not, beyond the floor rule
 STATISTICS = {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings", "pair_tests",
-              "compare", "calibration_inputs", "calibration", "planning", "leaderboard_stats"}
+              "compare", "calibration_inputs", "calibration", "planning", "leaderboard_stats", "sampled", "sequential"}
 HEAVY = {"torch", "transformers"}
 
 
