@@ -23,9 +23,8 @@ def demo_run(run: Path):
 def risk_cells(result):
     "Effect sizes, significance and cell text of the report's risk table (same rows, same order, same markers)."
     from reward_auditor import plots, report
-    shown = report.risk_display(result.table)
-    if "verdict" in shown:  # a significant rise (two-sided audit) is shaded blue, as in the report
-        shown["significant"] = shown["significant"].astype(bool) | (shown["verdict"] == "IMPROVES")
+    # a significant rise (two-sided audit) is shaded blue with the stars of its own adjusted p, as in the report
+    shown = plots.improvements_marked(report.risk_display(result.table))
     eff = plots.risk_matrix(shown, rows=("model", "subset"))
     sig = plots.risk_matrix(shown, rows=("model", "subset"), value="significant").reindex_like(eff)
     stars = plots.risk_matrix(shown, rows=("model", "subset"), value="stars").reindex_like(eff)

@@ -210,6 +210,9 @@ def run_audit(args: dict, progress: bool = True) -> int:
         if not run_prm_step_audits(args, solutions, scorers, out, pert, progress):
             raise CLIError("no preference pair and no process reward model to audit step by step: add --kind prm "
                            "with a PRM", "--model")
+        if args.get("report", True):  # the step audit's own report (render finds prm/ without results.parquet)
+            from reward_auditor.report import render
+            print(f"report: {render(out).html}")
         return 0
     import warnings
     with warnings.catch_warnings():  # these come back once, from the manifest, after the run

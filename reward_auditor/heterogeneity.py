@@ -546,8 +546,10 @@ class HeterogeneityReport:
 
     def _repr_html_(self) -> str:
         "HTML for notebooks and rendered reports."
-        return f"<pre>{html_escape(chr(10).join(self.summary().split(chr(10))[:3]))}</pre>" + self.table.to_html(
-            index=False, float_format=lambda x: f"{x:.3g}")
+        t = self.table.infer_objects()  # a column of floats and None (no resampled p) becomes floats and NaN
+        t = t.assign(**{c: "—" for c in t.columns if t[c].isna().all()})  # no resampled p at all: a dash, never `None`
+        return f"<pre>{html_escape(chr(10).join(self.summary().split(chr(10))[:3]))}</pre>" + t.to_html(
+            index=False, float_format=lambda x: f"{x:.3g}", na_rep="—")
 
     def __repr__(self) -> str:
         return self.summary()

@@ -19,9 +19,9 @@ from .tables import plain_text
 
 # %% auto #0
 __all__ = ['PERTURBATION_ORDER', 'GROUP_ORDER', 'UNTESTABLE_CSS', 'DELTA_ZERO', 'DELTA_COLOURS', 'perturbation_order',
-           'risk_matrix', 'risk_styler', 'audit_html', 'radar', 'meta_radar', 'delta_distributions',
-           'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation', 'pairwise_matrices', 'rank_intervals',
-           'reliability_diagram', 'margin_histogram', 'step_score_strips']
+           'risk_matrix', 'improvements_marked', 'risk_styler', 'audit_html', 'radar', 'meta_radar',
+           'delta_distributions', 'accuracy_vs_suitability', 'correlation_heatmap', 'meta_evaluation',
+           'pairwise_matrices', 'rank_intervals', 'reliability_diagram', 'margin_histogram', 'step_score_strips']
 
 # %% ../nbs/03_plots.ipynb #7499504a
 PERTURBATION_ORDER = ["EF", "PH", "IU", "IW", "CN", "ST", "LE", "SP", "LC", "SLC"]
@@ -96,19 +96,27 @@ def _accuracy_cells(table: pd.DataFrame, rows: Sequence[str], index: pd.Index, a
             for a, g in zip(first[accuracy], lab)]
 
 
+def improvements_marked(table: pd.DataFrame) -> pd.DataFrame:
+    """The risk table as drawn: a significant improvement (verdict IMPROVES, two-sided audit) counts as significant,
+    with stars from its own adjusted p (`p_less_adjusted`); every picture of the risk table draws through this."""
+    up = (table["verdict"] == "IMPROVES").to_numpy() if "verdict" in table else np.zeros(len(table), bool)
+    if not up.any():
+        return table
+    table = table.copy()
+    table["significant"] = table["significant"].astype(bool) | up
+    if "p_less_adjusted" in table:
+        from reward_auditor.stats import stars as _stars
+        table.loc[up, "stars"] = _stars(table.loc[up, "p_less_adjusted"].to_numpy(float))
+    return table
+
+
 def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: str = "effect_size",
                 caption: str | None = None, accuracy: str | None = None, letters: str | None = None):
     """A pandas Styler of the risk table: effect size + stars per cell, shaded by significance and magnitude.
 
     `accuracy` names a column (e.g. `accuracy_before`) drawn first, `letters` a column of significance letters
     drawn beside it (models sharing a letter are not distinguishable; see `compare`)."""
-    up = (table["verdict"] == "IMPROVES").to_numpy() if "verdict" in table else np.zeros(len(table), bool)
-    if up.any():  # a significant improvement (two-sided audit): shaded blue, stars from its own adjusted p
-        table = table.copy()
-        table["significant"] = table["significant"].astype(bool) | up
-        if "p_less_adjusted" in table:
-            from reward_auditor.stats import stars as _stars
-            table.loc[up, "stars"] = _stars(table.loc[up, "p_less_adjusted"].to_numpy(float))
+    table = improvements_marked(table)  # a significant improvement: shaded blue, stars from its own adjusted p
     eff = risk_matrix(table, rows, value)
     sig = risk_matrix(table, rows, "significant").reindex_like(eff)
     stars = risk_matrix(table, rows, "stars").reindex_like(eff)
@@ -264,7 +272,7 @@ def delta_distributions(items: pd.DataFrame, model: str | None = None, subset: s
     ax.set_xlabel("")
     ax.set_ylabel("ΔM = M − M′ (positive: confidence fell)")
     if ax.get_legend() is not None:
-        ax.legend(fontsize=7, frameon=False, title=None)
+        ax.legend(fontsize=7, frameon=False, title=None, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # off the data
     ax.set_title(f"{plain_text(model or 'all models')}{'' if subset is None else ' / ' + plain_text(subset)}: "
                  "per-item change", fontsize=10)
     ax.figure.tight_layout()
@@ -348,8 +356,12 @@ def meta_evaluation(sums: Mapping[str, pd.DataFrame], size: tuple[float, float] 
 # %% ../nbs/03_plots.ipynb #0e618b27
 def pairwise_matrices(matrices: Mapping[str, pd.DataFrame], stars: Mapping[str, pd.DataFrame] | None = None,
                       title: str = "", vmax: float | None = None, ncols: int = 5):
-    "One heatmap per perturbation of a models × models effect matrix, annotated with stars; one shared colour scale."
+    """One heatmap per perturbation of a models × models effect matrix, annotated with stars; one shared symmetric
+    colour scale (pass `vmax` to share it across figures). With `stars`, a cell without a star is drawn pale, so deep
+    colour means significant; stars are black on light cells and white on dark ones."""
     plt = _plt()
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
     names = list(matrices)
     if not names:
         return None
@@ -357,48 +369,66 @@ def pairwise_matrices(matrices: Mapping[str, pd.DataFrame], stars: Mapping[str, 
     nc = min(ncols, len(names))
     nr = -(-len(names) // nc)
     side = max(2.2, 0.28 * k + 1.2)
-    fig, axes = plt.subplots(nr, nc, figsize=(side * nc, side * nr), squeeze=False)
+    label = max((len(plain_text(x)) for m in matrices.values() for x in m.index), default=1)
+    pad = 0.065 * label  # inches the row labels need beside each panel, so they never reach the previous one
+    fig, axes = plt.subplots(nr, nc, figsize=((side + pad) * nc + 1.2, (side + pad) * nr + 0.4), squeeze=False,
+                             layout="constrained")
     vals = np.concatenate([np.abs(m.to_numpy(float)).ravel() for m in matrices.values()])
     vals = vals[np.isfinite(vals)]
     vmax = vmax or (float(np.percentile(vals, 95)) if vals.size and np.percentile(vals, 95) > 0 else 1.0)
+    cmap, norm = colormaps["RdBu_r"], Normalize(-vmax, vmax)
     for ax, name in zip(axes.ravel(), names):
         m = matrices[name]
-        im = ax.imshow(np.clip(m.to_numpy(float), -vmax, vmax), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+        v = m.to_numpy(float)
+        rgba = cmap(norm(np.clip(np.nan_to_num(v, nan=0.0), -vmax, vmax)))
+        s = stars[name].to_numpy(object) if stars is not None else None
+        sig = np.ones(v.shape, bool) if s is None else np.vectorize(lambda x: bool(x) and x != "ns")(s).astype(bool)
+        pale = ~sig | ~np.isfinite(v)
+        rgba[pale, :3] = 1 - 0.18 * (1 - rgba[pale, :3])  # 18% of the colour: the sign shows, the depth does not
+        rgba[~np.isfinite(v)] = (0.93, 0.93, 0.93, 1.0)
+        ax.imshow(rgba)
         labels = [plain_text(x) for x in m.index]
         ax.set_xticks(range(k), labels, rotation=90, fontsize=7)
         ax.set_yticks(range(k), labels, fontsize=7)
         ax.set_title(plain_text(name), fontsize=9)
-        if stars is not None and k <= 12:
-            s = stars[name]
+        if s is not None and k <= 12:
             for i in range(k):
                 for j in range(k):
-                    if s.iat[i, j]:
-                        ax.text(j, i, s.iat[i, j], ha="center", va="center", fontsize=6)
+                    if sig[i, j]:
+                        dark = 0.299 * rgba[i, j, 0] + 0.587 * rgba[i, j, 1] + 0.114 * rgba[i, j, 2] < 0.55
+                        ax.text(j, i + 0.12, s[i, j], ha="center", va="center", fontsize=11, fontweight="bold",
+                                color="white" if dark else "black")
     for ax in axes.ravel()[len(names):]:
         ax.axis("off")
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="d_z of d(row) − d(column)")
+    sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+    fig.colorbar(sm, ax=axes.ravel().tolist(), shrink=0.8,
+                 label="d_z of d(row) − d(column)" + ("; pale: not significant" if stars is not None else ""))
     if title:
         fig.suptitle(plain_text(title), fontsize=10)
     return _finish(fig)
 
 
 def rank_intervals(ranks: pd.DataFrame, title: str = ""):
-    "Models on the y axis (best first), the simultaneous rank interval as a bar, the rank as a dot, letters beside."
+    """Models on the y axis (best first), the simultaneous rank interval as a bar, the rank as a dot; the axis runs
+    1..number of models, accuracy and letters stand in a column right of it, the legend below it."""
     plt = _plt()
     r = ranks.sort_values(["rank", "model"], kind="stable").reset_index(drop=True)
     k = len(r)
-    fig, ax = plt.subplots(figsize=(6.0, 0.32 * k + 1.0))
+    fig, ax = plt.subplots(figsize=(6.0, 0.32 * k + 1.6))
     y = np.arange(k)
     ax.hlines(y, r["rank_low"], r["rank_high"], color="#4c72b0", lw=5, alpha=0.5, label="simultaneous rank interval")
     ax.plot(r["rank"], y, "o", color="#1f3b70", label="rank")
-    for yi, row in zip(y, r.itertuples(index=False)):
-        ax.text(max(row.rank_high, row.rank) + 0.3, yi, f"{row.accuracy:.3f} {row.group}", va="center", fontsize=7)
+    for yi, row in zip(y, r.itertuples(index=False)):  # outside the axes (x in axes units): never on a bar
+        ax.text(1.03, yi, f"{row.accuracy:.3f} {row.group}", va="center", fontsize=7,
+                transform=ax.get_yaxis_transform())
+    ax.text(1.03, 1.0, "accuracy, letters", fontsize=7, va="bottom", transform=ax.transAxes)
     ax.set_yticks(y, [plain_text(m) for m in r["model"]], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(0.5, k + 2.5)
+    ax.set_xlim(0.5, k + 0.5)
+    ax.set_xticks(range(1, k + 1))
     ax.set_xlabel("accuracy rank (bar: simultaneous interval)")
-    ax.legend(fontsize=7, frameon=False, loc="lower right", title="beside: accuracy, letters (shared: not different)",
-              title_fontsize=7)
+    ax.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.32 if k < 4 else -0.12),
+              ncols=2, title="models sharing a letter are not different", title_fontsize=7)
     if title:
         ax.set_title(plain_text(title), fontsize=10)
     fig.tight_layout()

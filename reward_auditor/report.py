@@ -20,7 +20,7 @@ from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, below_chance_r
 from . import plots  # noqa: F401
 from .run_settings import run_settings
 # the report's helpers, from the three previous chapters (templates and callers read them from here, as before)
-from .report_html import esc, figure_html, frame_html, show, show_html  # noqa: F401
+from .report_html import REPORT_CSS, details_html, esc, figure_html, frame_html, show, show_html  # noqa: F401
 from reward_auditor.report_sections import (  # noqa: F401
     _clip, _clusters_text, _conversation_rows, _error_rate, _history_row, _reward_change, _tails, _turns_cut,
     below_chance_html, changes_html, control_notes, header_html, history_html, legend_html, manifest_html,
@@ -29,7 +29,8 @@ from reward_auditor.report_sections import (  # noqa: F401
 from .report_analyses import (  # noqa: F401
     MDE_COLUMNS, PRM_TABLE_COLUMNS, RISK_CAPTION, calibration_section, comparison_figures, comparison_html,
     comparison_of, comparison_page, control_models, counted_html, mde_html, prm_results, prm_section,
-    prm_section_html, prm_worst, risk_letters, risk_table_html, show_calibration, subset_heterogeneity)
+    prm_section_html, prm_worst, risk_letters, risk_table_html, show_calibration, subset_heterogeneity,
+    contents_html, pair_verdicts, prm_findings_html, summary_html)
 _all_ = ['esc', 'figure_html', 'frame_html', 'show', 'show_html', 'below_chance_html', 'changes_html', 'control_notes',
          'header_html', 'history_html', 'legend_html', 'manifest_html', 'rewardbench2_html', 'risk_display',
          'style_matrix_html', 'top_degraded', 'top_degraded_html', 'truncation_html', 'truth_html', 'warnings_html',
@@ -170,7 +171,7 @@ class RenderedReport:
         return f"RenderedReport(html={str(self.html)!r}, notebook={str(self.notebook)!r})"
 
 
-WIDE_TABLES_CSS = ".jp-OutputArea-output, .jp-RenderedHTMLCommon { overflow-x: auto; max-width: 100%; }"  # scroll, never cut
+WIDE_TABLES_CSS = REPORT_CSS  # every table scrolls in a box of its own or wraps, never cut (report_html)
 
 
 def to_html(notebook: str | Path, html_path: str | Path) -> Path:
@@ -241,6 +242,11 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
     "Execute the report template for a run folder (or a comparison of runs) → RenderedReport."
     run_dir = Path(run_dir)
     runs = [run_dir, *map(Path, compare)]
+    if not compare and not (run_dir / "results.parquet").exists() and prm_results(run_dir):
+        # a step-only audit of a PRM (ProcessBench layout: no preference pair): the report of its step judgements
+        return execute_template("prm_report", {"run_dir": str(run_dir.resolve())},
+                                Path(out) if out is not None else run_dir, name or "report", source=run_dir,
+                                timeout=timeout, progress=progress)
     for r in runs:
         if not (r / "results.parquet").exists():
             raise ReportError(f"{r} holds no audit result (results.parquet is missing): run `reward-auditor audit "

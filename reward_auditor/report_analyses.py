@@ -13,16 +13,17 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .audit import AuditResult
+from .audit import AuditResult, findings_html
 from . import plots
-from .report_html import esc, figure_html, frame_html, show, show_html
+from .report_html import details_html, esc, figure_html, frame_html, show, show_html
 from .report_sections import risk_display
 
 # %% auto #0
-__all__ = ['RISK_CAPTION', 'MDE_COLUMNS', 'PRM_TABLE_COLUMNS', 'subset_heterogeneity', 'calibration_section', 'show_calibration',
-           'comparison_of', 'comparison_html', 'comparison_figures', 'comparison_page', 'risk_letters',
-           'risk_table_html', 'control_models', 'counted_html', 'mde_html', 'prm_results', 'prm_worst',
-           'prm_section_html', 'prm_section']
+__all__ = ['RISK_CAPTION', 'MDE_COLUMNS', 'PRM_TABLE_COLUMNS', 'PRM_INTRO', 'subset_heterogeneity', 'calibration_section',
+           'show_calibration', 'comparison_of', 'comparison_html', 'comparison_figures', 'pair_verdicts',
+           'comparison_page', 'risk_letters', 'risk_table_html', 'control_models', 'counted_html', 'contents_html',
+           'summary_html', 'mde_html', 'prm_results', 'prm_worst', 'prm_section_html', 'prm_section',
+           'prm_findings_html']
 
 # %% ../nbs/09c_report_analyses.ipynb #e4825ade
 def subset_heterogeneity(result: AuditResult, **kw):
@@ -49,26 +50,27 @@ def show_calibration(cal) -> None:
     "Display a CalibrationResult: findings, temperature table, reliability diagrams, margin histograms, length table."
     items = "".join(f"<li>{esc(f)}</li>" for f in cal.findings) or "<li>No clear finding.</li>"
     show_html(f"<p><b>Findings</b></p><ul>{items}</ul>")
-    show_html("<p><b>Temperature</b> (all subsets pooled; T &gt; 1: overconfident; ECE band: the 95% upper end of "
-              "a calibrated model's ECE at this n; p: BH-adjusted two-sided sign-flip p of the log-loss change; "
-              "accuracy: a tie counts ½, n_tied of them, where the risk table counts a tie wrong)</p>"
-              + frame_html(cal.temperature_table()))
+    show_html(details_html("Temperature, ECE and log loss per scorer and condition", "<p>All subsets pooled; T &gt; 1: "
+                           "overconfident; ECE band: the 95% upper end of a calibrated model's ECE at this n; p: "
+                           "BH-adjusted two-sided sign-flip p of the log-loss change; accuracy: a tie counts ½, n_tied "
+                           "of them, where the risk table counts a tie wrong.</p>" + frame_html(cal.temperature_table())))
     sub = cal.pooled()
     for model in dict.fromkeys(cal.table["model"]):
         subset = sub.loc[sub["model"] == model, "subset"].iloc[0]
         worst = cal.worst(model)
         conds = ("orig", worst) if worst else ("orig",)
-        show_html(f"<h3>{esc(model)}</h3>")
-        show(plots.reliability_diagram(cal.reliability, model, subset, conds))
-        show(plots.margin_histogram(cal.histogram, model, conds))
+        show_html(details_html(esc(model), figure_html(plots.reliability_diagram(cal.reliability, model, subset, conds),
+                                                       dpi=110)
+                               + figure_html(plots.margin_histogram(cal.histogram, model, conds), dpi=110)))
     if len(cal.length):
         cols = ["model", "subset", "n", "rho_reward_length", "rho_margin_length", "rho_margin_length_low",
                 "rho_margin_length_high", "shortest_accuracy", "shortest_low", "shortest_high", "longest_accuracy",
                 "longest_low", "longest_high", "chance", "accuracy", "length_controlled_accuracy",
                 "length_controlled_low", "length_controlled_high"]
-        show_html("<p><b>Length confounds</b> (lengths in characters; ρ: Spearman with a Fisher-z interval; baselines "
-                  "with Wilson intervals; length-controlled: equal weight per stratum of relative length "
-                  "difference)</p>" + frame_html(cal.length[[c for c in cols if c in cal.length.columns]]))
+        show_html(details_html("Length confounds per scorer and subset", "<p>Lengths in characters; ρ: Spearman "
+                               "with a Fisher-z interval; baselines with Wilson intervals; length-controlled: equal "
+                               "weight per stratum of relative length difference.</p>"
+                               + frame_html(cal.length[[c for c in cols if c in cal.length.columns]])))
     else:
         show_html("<p><i>No answer lengths in the input: length confounds not computed.</i></p>")
 
@@ -101,27 +103,63 @@ def comparison_html(cmp) -> str:
 
 
 def comparison_figures(cmp) -> list:
-    "Per subset: (title, figure) for the pairwise robustness matrices and for the rank intervals."
+    "Per subset: (title, figure) for the pairwise robustness matrices and for the rank intervals; one colour scale for all."
+    perts = cmp.settings["perturbations"]
+    mats = {s: {p: cmp.matrix(s, p) for p in perts} for s in cmp.settings["subsets"]}
+    vals = np.concatenate([np.abs(m.to_numpy(float)).ravel() for ms in mats.values() for m in ms.values()] or [[]])
+    vals = vals[np.isfinite(vals)]
+    vmax = float(np.percentile(vals, 95)) if vals.size and np.percentile(vals, 95) > 0 else 1.0  # shared by every subset
     out = []
     for subset in cmp.settings["subsets"]:
-        perts = cmp.settings["perturbations"]
-        mats = {p: cmp.matrix(subset, p) for p in perts}
         stars = {p: cmp.stars_matrix(subset, p) for p in perts}
         out.append((f"{subset}: robustness differences ({cmp.settings['on']} version)",
-                    plots.pairwise_matrices(mats, stars, title=str(subset))))
+                    plots.pairwise_matrices(mats[subset], stars, title=str(subset), vmax=vmax)))
         out.append((f"{subset}: accuracy rank intervals",
                     plots.rank_intervals(cmp.ranks[cmp.ranks["subset"] == subset], title=str(subset))))
     return out
 
 
+def pair_verdicts(cmp) -> pd.DataFrame:
+    """One row per model pair and subset, as a reader acts on it: the more accurate model on the original pairs (exact
+    McNemar, adjusted p, stars, the difference A − B with its Newcombe interval) and the perturbations to which each
+    model of the pair is significantly more robust (the `on` version's verdicts)."""
+    from reward_auditor.stats import stars
+    alpha = cmp.settings.get("alpha", 0.05)
+    acc = cmp.accuracy[cmp.accuracy["condition"] == "orig"]
+    rob = cmp.robustness
+    rows = []
+    for r in acc.itertuples(index=False):
+        sig = r.p_adjusted <= alpha
+        win = (r.model_a if r.diff > 0 else r.model_b) if sig and r.diff != 0 else "no difference"
+        pr = rob[(rob["model_a"] == r.model_a) & (rob["model_b"] == r.model_b) & (rob["subset"] == r.subset)]
+        more = lambda v: ", ".join(map(str, pr.loc[pr["verdict"] == v, "perturbation"])) or "—"
+        rows.append({"subset": r.subset, "model A": r.model_a, "model B": r.model_b, "more accurate": win,
+                     "accuracy A − B": f"{r.diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]",
+                     "adjusted p": f"{r.p_adjusted:.2g}", "stars": "" if not sig else stars(r.p_adjusted),
+                     "A more robust to": more("A_MORE_ROBUST"), "B more robust to": more("B_MORE_ROBUST")})
+    return pd.DataFrame(rows, columns=["subset", "model A", "model B", "more accurate", "accuracy A − B",
+                                       "adjusted p", "stars", "A more robust to", "B more robust to"])
+
+
 def comparison_page(cmp) -> str:
-    "A self-contained HTML page of a comparison: summary, figures and the three tables."
-    body = comparison_html(cmp) + "".join(f"<h3>{esc(t)}</h3>{figure_html(f)}" for t, f in comparison_figures(cmp))
+    """A self-contained HTML page of a comparison in the reports' style: the pairwise verdicts on the first screen,
+    then the findings, the figures and the three full tables (each in a scroll box of its own)."""
+    from reward_auditor.report_html import page_html
+    s = cmp.settings
+    first = (f"<div class='ra-summary' id='findings'><h2>Pairwise verdicts</h2><p>{len(cmp.models)} models "
+             f"({', '.join(map(esc, cmp.models))}), every pair on every subset. <i>More accurate</i>: exact McNemar on "
+             f"the original pairs, {esc(s['multiplicity'])} at alpha = {s['alpha']:g} (stars from the adjusted p: "
+             "* ≤ 0.05, ** ≤ 0.01, *** ≤ 0.001), the difference A − B with its 95% interval. <i>More robust to</i>: "
+             f"the perturbations whose paired robustness test (the {esc(s['on'])} version) names that model.</p>"
+             f"{frame_html(pair_verdicts(cmp))}</div>")
+    body = first + "<h2>Details</h2>" + comparison_html(cmp)
+    body += "<h2>Figures</h2>" + "".join(f"<h3>{esc(t)}</h3>{figure_html(f)}" for t, f in comparison_figures(cmp))
     fmt = lambda f: f.style.format(precision=3, escape="html").hide(axis="index").to_html()
-    body += (f"<h2>Ranks</h2>{fmt(cmp.ranks)}<h2>Robustness differences</h2>{fmt(cmp.robustness)}"
-             f"<h2>Accuracy differences</h2>{fmt(cmp.accuracy)}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Model comparison</title></head>"
-            f"<body><h1>Model comparison</h1>{body}</body></html>")
+    body += "<h2>Full tables</h2>" + "".join(
+        details_html(f"{esc(name)} ({len(f)} rows)", fmt(f))
+        for name, f in (("Ranks", cmp.ranks), ("Robustness differences", cmp.robustness),
+                        ("Accuracy differences", cmp.accuracy)))
+    return page_html("Model comparison", body)
 
 # %% ../nbs/09c_report_analyses.ipynb #edf1a1b3
 RISK_CAPTION = ("accuracy on the original pairs, a tie (equal scores) counted wrong, ties per subset in the findings "
@@ -161,6 +199,20 @@ def counted_html(models: Sequence[str], controls: Sequence[str]) -> str:
         return f"<p>This run holds control scorers only ({names(controls)}): the summary counts them.</p>"
     apart = f"; the control scorers ({names(controls)}) are left out and shown apart" if controls else ""
     return f"<p>Counted over {len(models)} reward model{'s' * (len(models) != 1)} ({names(models)}){apart}.</p>"
+
+
+def contents_html(sections: Sequence[tuple[str, str]]) -> str:
+    "A table of contents: one link per (anchor id, title) of the sections below the summary (escaped HTML)."
+    return ("<ul class='ra-toc'>" + "".join(f"<li><a href='#{esc(a)}'>{esc(t)}</a></li>" for a, t in sections)
+            + "</ul>")
+
+
+def summary_html(findings: str, risk: str = "", contents: Sequence[tuple[str, str]] = ()) -> str:
+    """A report's first screen: a table of contents, the findings and, when given, the risk table (escaped HTML each),
+    in one box; the long sections follow below it."""
+    toc = f"<p><b>Contents</b> (below this summary)</p>{contents_html(contents)}" if contents else ""
+    return (f"<div class='ra-summary' id='summary'>{toc}<h2 id='findings'>Findings</h2>{findings}"
+            + (f"<h2 id='risk-table'>Risk table</h2>{risk}" if risk else "") + "</div>")
 
 
 
@@ -232,12 +284,41 @@ def prm_section_html(res, name: str) -> str:
             + (f"<p>Skipped:</p><ul>{skipped}</ul>" if skipped else ""))
 
 
-def prm_section(run_dir: str | Path, k: int = 6) -> None:
-    "Display the PRM section of a run folder (tables and step-score strips), or a note when it has no PRM."
+PRM_INTRO = ("<h2 id='sec-prm'>Process reward models: step judgements</h2><p>The run audited a process reward model "
+             "(<code>--kind prm</code>) on step-annotated solutions. Per PRM: the first-error metric (ProcessBench: the "
+             "first step scored below τ; τ chosen on the original solutions and then fixed) before and after each "
+             "perturbation, with a paired exact test on per-solution correctness (signs flipped per problem); best-of-n "
+             "with the PRM before and after; and the step scores of the solutions whose reward fell most (grey before, "
+             "red after, dashed τ, × the labelled first error).</p>")
+
+
+def prm_section(run_dir: str | Path, k: int = 6) -> bool:
+    "Display the PRM section of a run folder (heading, tables, step-score strips) → whether it had one (else nothing shown)."
     runs = prm_results(run_dir)
     if not runs:
-        show_html("<p><i>No process reward model was audited step by step in this run.</i></p>")
-        return
+        return False
+    show_html(PRM_INTRO)
     for name, res in runs.items():
         show_html(prm_section_html(res, name))
         show(plots.step_score_strips(prm_worst(res, k), threshold=res.manifest["threshold"]))
+    return True
+
+
+def prm_findings_html(runs: dict) -> str:
+    """The step audit's findings, one row per PRM and perturbation over all solutions: first-error F1 before → after,
+    solutions judged worse/better, the BH-adjusted p with its stars (escaped HTML)."""
+    from reward_auditor.stats import stars
+    rows = []
+    for name, res in runs.items():
+        sm = res.summary[res.summary["subset"] == "all"] if "subset" in res.summary else res.summary
+        for r in sm.itertuples(index=False):
+            p = getattr(r, "p_adjusted", r.p_value)
+            rows.append({"PRM": name, "perturbation": r.perturbation, "changed": r.n_changed,
+                         "F1 before → after": f"{r.f1_before:.3f} → {r.f1_after:.3f}", "worse": r.n_worse,
+                         "better": r.n_better, "p BH-adjusted": f"{p:.3g}",
+                         "stars": "" if stars(p) == "ns" else stars(p)})
+    if not rows:
+        return "<p><i>No step-level result: no perturbation changed a solution.</i></p>"
+    return ("<p>First-error F1 on the original solutions and after each perturbation (all subsets together); a "
+            "solution is <i>worse</i> when the PRM's first-error call was right before and wrong after.</p>"
+            + frame_html(pd.DataFrame(rows)))

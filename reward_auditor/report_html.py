@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 # %% auto #0
-__all__ = ['esc', 'show', 'show_html', 'frame_html', 'figure_html']
+__all__ = ['REPORT_CSS', 'PAGE_CSS', 'esc', 'show', 'show_html', 'frame_html', 'figure_html', 'page_html', 'details_html']
 
 # %% ../nbs/09a_report_html.ipynb #caa2fc0d
 def esc(x: Any) -> str:
@@ -55,3 +55,40 @@ def figure_html(fig, dpi: int = 100) -> str:
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}"/>'
+
+# %% ../nbs/09a_report_html.ipynb #a8ca9d1e
+REPORT_CSS = """
+.jp-OutputArea-output, .jp-RenderedHTMLCommon { overflow-x: auto; max-width: 100%; }
+table { display: block; max-width: 100%; overflow-x: auto; width: max-content; }
+table td, table th { overflow-wrap: break-word; }
+table td { max-width: 36em; }
+img { max-width: 100%; height: auto; }
+.ra-summary { border: 1px solid #d0d7de; border-radius: 6px; padding: 4px 16px 8px; margin: 8px 0 16px; }
+.ra-toc { columns: 3 16em; margin: 4px 0; padding-left: 1.2em; }
+details.ra-more { margin: 6px 0; }
+details.ra-more > summary { cursor: pointer; font-weight: 600; padding: 4px 0; color: #0b57d0; }
+"""  # scroll or wrap, never cut; one style for every page
+
+PAGE_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       font-size: 14px; line-height: 1.45; color: rgba(0, 0, 0, 0.87); margin: 0 auto; padding: 8px 24px 40px;
+       max-width: 1300px; }
+h1 { font-size: 1.7em; } h2 { font-size: 1.35em; margin-top: 1.4em; } h3 { font-size: 1.1em; }
+table { border-collapse: collapse; border-spacing: 0; font-size: 12px; margin: 6px 0 12px; }
+th, td { padding: 4px 8px; text-align: right; vertical-align: middle; border: none; }
+thead th, tr:first-child th { border-bottom: 1px solid rgba(0, 0, 0, 0.54); font-weight: bold; }
+tbody tr:nth-child(odd) { background: #f5f5f5; }
+code { background: #f3f3f3; padding: 0 3px; }
+"""  # the JupyterLab page's font and table look, for pages written without nbconvert
+
+
+def page_html(title: str, body: str) -> str:
+    "A self-contained HTML page in the reports' style: `title` (escaped here) over `body` (already-escaped HTML)."
+    return (f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' content='width=device-width'>"
+            f"<title>{esc(title)}</title><style>{PAGE_CSS}{REPORT_CSS}</style></head>"
+            f"<body><h1>{esc(title)}</h1>{body}</body></html>")
+
+
+def details_html(summary: str, body: str, open_: bool = False) -> str:
+    "A collapsible block: `summary` (already-escaped HTML) as its always-visible line, `body` inside."
+    return f"<details class='ra-more'{' open' if open_ else ''}><summary>{summary}</summary>{body}</details>"

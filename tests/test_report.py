@@ -230,3 +230,20 @@ def test_compare_report_sums_effect_sizes_over_like_rows_only(run_dir, mixed_dir
     assert len(notes) == 2
     cut, notes = like_with_like({"a": a[a["model"] == "length"], "b": b[b["model"] == "overlap"]})
     assert all(len(t) == 0 for t in cut.values()) and "share no scorer" in notes[0]
+
+
+def test_demo_picture_keeps_the_star_of_a_significant_improvement():
+    "docs/demo_report.png draws a blue IMPROVES cell with the stars of its own adjusted p, as the report's risk table."
+    import sys
+    from pathlib import Path
+    import pandas as pd
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs"))
+    import demo_report
+    table = pd.DataFrame({"model": "rm", "subset": ["s", "s"], "perturbation": ["EF", "LE"],
+                          "group": ["controlled", "stylized"], "effect_size": [0.9, -0.8],
+                          "significant": [True, False], "stars": ["**", "ns"], "verdict": ["UNSUITABLE", "IMPROVES"],
+                          "p_adjusted": [0.004, 0.9], "p_less_adjusted": [0.9, 0.03], "accuracy_before": 0.8})
+    eff, sig, text = demo_report.risk_cells(type("Result", (), {"table": table})())
+    cols = [p for _, p in eff.columns]
+    assert text[0][cols.index("LE")] == "-0.80*" and bool(sig.iat[0, cols.index("LE")])
+    assert text[0][cols.index("EF")] == "+0.90**"
