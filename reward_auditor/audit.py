@@ -337,7 +337,10 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
         "cpu_seconds": {"perturb": made.get("cpu_seconds", {}), **cpu, "total": round(cpu_seconds() - cpu_start, 3)},
         **({"sequential": _jsonable(seq["record"])} if sequential else {}),
     }
-    result = AuditResult(table.reset_index(drop=True), items, manifest, _texts(original, conds))
+    sampled = [v.assign(model=sc.name)[["model", *v.columns]] for sc in scorer_objs
+               if isinstance(v := getattr(sc, "audit_verdicts", None), pd.DataFrame)]
+    result = AuditResult(table.reset_index(drop=True), items, manifest, _texts(original, conds),
+                         pd.concat(sampled, ignore_index=True) if sampled else None)
     if out is not None:
         result.save(out)
     return result

@@ -38,8 +38,9 @@ def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
         builtins = list(getattr(pt, "BUILTINS", reg))
         model_kind = getattr(pt, "ModelRewrite", ())
         steps_only = getattr(pt, "STEP_PERTURBATIONS", ())  # SN, MX: added for step-annotated data (see `audit`)
+        probes = getattr(pt, "PROBES", ())                   # MK, FMT: judge probes, asked for by name
         return builtins + [n for n, p in reg.items() if n not in builtins and not isinstance(p, model_kind)
-                           and n not in steps_only]
+                           and n not in steps_only and n not in probes]
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     folded = {n.lower(): n for n in reg}  # codes in any case: ef, Ef and EF are the same perturbation

@@ -122,6 +122,7 @@ class AuditResult:
     items: pd.DataFrame
     manifest: dict
     texts: pd.DataFrame | None = None
+    verdicts: pd.DataFrame | None = None  # a generative judge's sampled verdicts: one row per condition, pair, order, sample
 
     FILES = RESULT_FILES
 
@@ -152,6 +153,26 @@ class AuditResult:
                               "accuracy": float(g["accuracy_before"].iloc[0])})
         return self.table.groupby(["model", "subset"], sort=False).apply(one, include_groups=False).reset_index()
 
+    def _by_judge(self, test, **kw) -> pd.DataFrame:
+        "`test(verdicts, **kw)` of each generative judge of the run, one block per model."
+        if self.verdicts is None or not len(self.verdicts):
+            raise AuditError("this run kept no sampled verdicts: audit a generative judge (--kind genjudge) to test them")
+        parts = [test(v.drop(columns="model"), **kw).assign(model=m) for m, v in self.verdicts.groupby("model", sort=False)]
+        out = pd.concat(parts, ignore_index=True)
+        return out[["model", *[c for c in out.columns if c != "model"]]]
+
+    def sampled_tests(self, **kw) -> pd.DataFrame:
+        """Per generative judge and condition, the paired tests of the items' shares and failure shares against
+        `original` (`sampled.sampled_tests`: the item the unit, its samples nested; keyword arguments go there)."""
+        from reward_auditor import sampled as ra_sampled
+        kw.setdefault("seed", self.manifest.get("settings", {}).get("seed", 0))
+        return self._by_judge(ra_sampled.sampled_tests, **kw)
+
+    def order_tests(self, **kw) -> pd.DataFrame:
+        "Per generative judge and condition, the swap-McNemar test of the two answer orders (`sampled.swap_mcnemar`)."
+        from reward_auditor import sampled as ra_sampled
+        return self._by_judge(ra_sampled.swap_mcnemar, **kw)
+
     def save(self, path: str | Path) -> Path:
         "Publish the result to a folder: Parquet frames, then manifest.json with each frame's sha256 (written last)."
         from reward_auditor.safety import atomic_write, file_sha256, run_file
@@ -161,7 +182,7 @@ class AuditResult:
         path.mkdir(parents=True, exist_ok=True)
         blobs = {}
         for name, frame in (("results.parquet", self.table), ("items.parquet", self.items),
-                            ("texts.parquet", self.texts)):
+                            ("texts.parquet", self.texts), ("verdicts.parquet", self.verdicts)):
             if frame is not None:
                 buf = io.BytesIO()
                 frame.to_parquet(buf, index=False)
@@ -175,7 +196,7 @@ class AuditResult:
         # until the new manifest lands the folder holds no complete run
         for name in ("manifest.json", "results.json", "risk_table.csv"):
             (path / name).unlink(missing_ok=True)
-        for name in ("results.parquet", "items.parquet", "texts.parquet"):
+        for name in ("results.parquet", "items.parquet", "texts.parquet", "verdicts.parquet"):
             if name in blobs:
                 atomic_write(run_file(path, name), blobs[name])
             else:
@@ -216,4 +237,5 @@ class AuditResult:
 
         texts = read("texts.parquet") if (path / "texts.parquet").exists() else None
         items = read("items.parquet") if (path / "items.parquet").exists() else pd.DataFrame()
-        return cls(read("results.parquet"), items, manifest, texts)
+        verdicts = read("verdicts.parquet") if "verdicts.parquet" in (manifest.get("files") or {}) else None
+        return cls(read("results.parquet"), items, manifest, texts, verdicts)

@@ -18,8 +18,8 @@ from . import specs as ra_specs
 from .audit_settings import AuditError
 
 # %% auto #0
-__all__ = ['SCORE_COLUMNS', 'STEP_SCORE_COLUMNS', 'resolve_scorers', 'scorers_device', 'score_conditions', 'truncation_counts',
-           'truncation_table', 'truncation_warnings']
+__all__ = ['SCORE_COLUMNS', 'SAMPLED_COLUMNS', 'SAMPLED_COUNTS', 'STEP_SCORE_COLUMNS', 'resolve_scorers', 'scorers_device',
+           'score_conditions', 'truncation_counts', 'truncation_table', 'truncation_warnings']
 
 # %% ../nbs/08ac_audit_scoring.ipynb #7fcabcc5
 def _refuse_unscored(scorer, base: pd.DataFrame, lacking: Mapping[str, tuple[int, int]]) -> None:
@@ -83,10 +83,17 @@ def _counts(scorer) -> dict[str, int]:
     r = getattr(scorer, "last_report", None) or {}
     out.update({k: int(r[k]) for k in ("history_messages_dropped", "history_items_cut",
                                           "bounded", "verdict_missing") if r.get(k)})  # chat judge: top-k readout
+    if getattr(scorer, "kind", "") == "genjudge":  # a generative judge's requests and failures
+        out.update({k: int(r[k]) for k in SAMPLED_COUNTS if r.get(k)})
     return out
 
 
 SCORE_COLUMNS = ("margin", "reward_chosen", "reward_rejected")
+# a generative judge's item outcome beside its margin (`verdicts.item_outcomes`), before and after in items.parquet
+SAMPLED_COLUMNS = ("n_samples", "n_chosen", "n_rejected", "n_tie", "n_invalid", "share", "smoothed_share",
+                   "position_bias")
+SAMPLED_COUNTS = ("requests", "stored_requests", "completion_tokens", "invalid", "no_valid_sample", "too_long",
+                  "cut_at_max_tokens")
 STEP_SCORE_COLUMNS = ("step_scores_chosen", "step_scores_rejected")
 
 
@@ -105,7 +112,12 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
     base = scorer.score_pairs(original[cols], cache=cache, progress=progress)
     counts = {"orig": _counts(scorer)}
     base = base.assign(id=base["id"].astype(str)).set_index("id")
-    keep = [c for c in SCORE_COLUMNS if c in base.columns]
+    keep = [c for c in (*SCORE_COLUMNS, *SAMPLED_COLUMNS) if c in base.columns]
+    sampled = isinstance(getattr(scorer, "last_verdicts", None), pd.DataFrame)  # sampled verdicts: one row per sample
+    if sampled:
+        from reward_auditor.genjudge import condition_verdicts
+        base_v = scorer.last_verdicts
+        verdicts = [condition_verdicts("original", base_v, None, original["id"], np.zeros(len(original), bool))]
     if not base.index.is_unique or set(base.index) != set(original["id"].astype(str)):
         raise AuditError(f"scorer {scorer.name} returned ids that do not match the data (scorers)")
     rows, lacking = [], {}
@@ -123,11 +135,15 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
             res = res.assign(id=res["id"].astype(str)).set_index("id")
             after.loc[changed, keep] = res.reindex(ids[changed])[keep].to_numpy(float)
             counts[name] = _counts(scorer)
+            if sampled:
+                verdicts.append(condition_verdicts(name, base_v, scorer.last_verdicts, ids, changed))
             if getattr(scorer, "kind", "") == "precomputed":
                 lacking[name] = (int((~np.isfinite(after.loc[changed, "margin"].to_numpy(float))).sum()),
                                  int(changed.sum()))
         else:
             counts[name] = {"computed": 0, "cached": 0}
+            if sampled:
+                verdicts.append(condition_verdicts(name, base_v, None, ids, changed))
         frame = pd.DataFrame({"model": scorer.name, "subset": f["subset"].astype(str).to_numpy(),
                               "id": ids.to_numpy(), "perturbation": name, "changed": changed})
         for c in keep:
@@ -142,6 +158,8 @@ def score_conditions(scorer, original: pd.DataFrame, conditions: Mapping[str, An
             frame[f"{c}_before"], frame[f"{c}_after"] = b, a
         rows.append(frame)
     _refuse_unscored(scorer, base, lacking)
+    if sampled:  # the verdict frame of every condition (unchanged items keep the original's samples), for the audit
+        scorer.audit_verdicts = pd.concat(verdicts, ignore_index=True)
     items = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
         columns=["model", "subset", "id", "perturbation", "changed", "margin_before", "margin_after"])
     return items, counts

@@ -219,7 +219,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
         warnings.filterwarnings("ignore", message="perturbation .* skipped")
         warnings.filterwarnings("ignore", message="SABHA")
         warnings.filterwarnings("ignore", message="multiplicity .* has no FDR proof")
-        warnings.filterwarnings("ignore", message="(subset .*)?(cannot reach significance|too few changed items)")
+        warnings.filterwarnings("ignore", message="(subset .*(cannot reach significance|too few changed items)|N0 and the bar above)")
         result = audit(data, scorers, pert, seed=args["seed"], permutations=args["permutations"],
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),

@@ -18,8 +18,9 @@ from .specs import SpecError, split_name
 # %% auto #0
 __all__ = ['AUDIT_DEFAULTS', 'PRM_OPTIONS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUTION_OPTIONS', 'RESUME_TAKES',
            'RESUME_NEEDS_AGAIN', 'RESUME_CHECKS', 'RESUME_THIS_COMMAND', 'RESUME_DECISIONS', 'NEVER_FROM_RUN_FILE',
-           'CONTROL_SCORERS', 'rewriter_spec', 'make_rewriter', 'resolve_audit_args', 'scorer_specs', 'make_scorers',
-           'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec', 'make_engine', 'check_engine_address', 'data_spec']
+           'CONTROL_SCORERS', 'GENJUDGE_OPTIONS', 'rewriter_spec', 'make_rewriter', 'resolve_audit_args',
+           'genjudge_options', 'scorer_specs', 'make_scorers', 'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec',
+           'make_engine', 'check_engine_address', 'data_spec']
 
 # %% ../nbs/10b_cli_audit_args.ipynb #47e8134d
 def _prm_threshold(s: str) -> float:
@@ -118,7 +119,9 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
     group_weights=None, effect_ci="bca", overwrite=False, group_by=None, step_separator=None, aggregate=None,
     prm_threshold=None, perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None,
-    semantic_check="on", sequential=False, round_size=None, sequential_bound=None)
+    semantic_check="on", sequential=False, round_size=None, sequential_bound=None, samples=None,
+    samples_per_request=None, judge_template=None, temperature=None, top_p=None, max_new_tokens=None, thinking=None,
+    sample_seed=None)
 PRM_OPTIONS = ("step_separator", "aggregate", "prm_threshold")  # only with --kind prm
 MODEL_OPTIONS = ("device", "dtype", "batch_size", "max_batch_tokens", "max_length", "reference", "beta", "reduction", "load_in")
 RUN_FILE = "run.json"
@@ -130,7 +133,9 @@ RESUME_TAKES = ("format", "drop_invalid", "limit", "mapping", "perturb_turns", "
                 "alpha", "scale", "multiplicity", "group_weights", "effect_ci", "margin", "family", "two_sided",
                 "preset", "device", "dtype", "batch_size", "max_batch_tokens", "max_length", "beta", "reduction",
                 "load_in", "report", "by", "group_by", "sequential", "round_size", "sequential_bound",
-                "semantic_check", "columns", "step_separator", "aggregate", "prm_threshold")
+                "semantic_check", "columns", "step_separator", "aggregate", "prm_threshold",
+                "samples", "samples_per_request", "judge_template", "temperature", "top_p", "max_new_tokens",
+                "thinking", "sample_seed")
 RESUME_NEEDS_AGAIN = ("data", "conditions", "perturbations", "model", "scorer", "reference", "cache",
                       "trust_remote_code", "endpoint", "endpoint_model", "endpoint_tokenizer", "endpoint_api",
                       "api_key_env", "rewriter_model", "rewriter_url", "rewriter_name")  # never taken: given again
@@ -202,7 +207,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "from the config), dpo (a policy's implicit reward, with --reference), judge (a generative "
                         "pairwise judge), pairwise (a causal LM trained to pick A or B) or lm-reward (a causal LM whose "
                         "reward is a next-token logit, e.g. Nemotron-70B-Reward-HF; `reward-auditor models` lists the "
-                        "recognised families), or prm (a process reward model scoring every step: TRL token "
+                        "recognised families), genjudge (a judge that writes a rationale, then a verdict: sampled, "
+                        "with --model or --endpoint; see the generative-judge options), or prm (a process reward model scoring every step: TRL token "
                         "classification, Qwen2.5-Math-PRM, Math-Shepherd)")
     g.add_argument("--step-separator", default=S, metavar="TEXT",
                    help="with --kind prm: the text after each step (default by layout: '\\n' for TRL token-"
@@ -244,6 +250,25 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                         "the key itself is never written anywhere")
     g.add_argument("--load-in", choices=["8bit", "4bit"], default=S,
                    help="load the model quantized with bitsandbytes (CUDA only; pip install 'reward_auditor[quant]')")
+    g = p.add_argument_group("generative judges (--kind genjudge: a rationale, then a sampled verdict)")
+    g.add_argument("--samples", type=_positive_int("samples"), default=S, metavar="K",
+                   help="samples per pair in each answer order (default 8); an item's outcome is the share of its 2K "
+                        "samples preferring the chosen answer (ties 1/2, unparsed ones counted, left out)")
+    g.add_argument("--samples-per-request", type=_positive_int("samples per request"), default=S, metavar="N",
+                   help="samples one request asks for (the server's n; default K)")
+    g.add_argument("--judge-template", default=S, metavar="NAME|FILE",
+                   help="the judge's prompt and verdict parser: mt-bench (default), rewardbench2, rm-r1, judgebench, "
+                        "rm-bench, absolute, or a .json/.toml template file (sandboxed Jinja and a regex, never code)")
+    g.add_argument("--temperature", type=float, default=S, help="sampling temperature (default 1.0)")
+    g.add_argument("--top-p", type=float, default=S, help="nucleus sampling mass (default 1.0)")
+    g.add_argument("--max-new-tokens", type=_positive_int("max new tokens"), default=S,
+                   help="tokens one sample may generate (default 1024)")
+    g.add_argument("--thinking", choices=["on", "off"], default=S,
+                   help="enable_thinking for chat templates that have it (vLLM: chat_template_kwargs); default: the "
+                        "template's own")
+    g.add_argument("--sample-seed", type=int, default=S,
+                   help="base seed of the judge's sampling (default 0); each request's seed is derived from it and "
+                        "the request's content")
     g = p.add_argument_group("statistics")
     g.add_argument("--seed", type=int, default=S, help="seed for perturbations and sign flips (default 0)")
     g.add_argument("--permutations", "-B", type=_positive_int("permutations"), default=S,
@@ -405,6 +430,22 @@ def resolve_audit_args(given: dict) -> dict:
 CONTROL_SCORERS = ("overlap", "length", "noise")
 
 
+GENJUDGE_OPTIONS = {"samples": "samples", "samples_per_request": "samples_per_request", "judge_template": "template",
+                    "temperature": "temperature", "top_p": "top_p", "max_new_tokens": "max_tokens",
+                    "thinking": "thinking", "sample_seed": "seed"}  # option → the genjudge scorer's argument
+
+
+def genjudge_options(args: dict) -> dict:
+    "The generative judge's arguments from --samples, --judge-template, ...; a CLIError when they lack --kind genjudge."
+    got = {GENJUDGE_OPTIONS[k]: args[k] for k in GENJUDGE_OPTIONS if args.get(k) is not None}
+    if got and args.get("kind") != "genjudge":
+        flag = next(k for k in GENJUDGE_OPTIONS if args.get(k) is not None).replace("_", "-")
+        raise CLIError(f"--{flag} applies to generative judges that sample their verdicts: add --kind genjudge", "--kind")
+    if "thinking" in got:
+        got["thinking"] = got["thinking"] == "on"
+    return got
+
+
 def scorer_specs(args: dict) -> list:
     "The scorer specs of --scorer, --model (with --kind and the model options) and --endpoint, for `specs.scorer_from`."
     out: list = []
@@ -420,6 +461,13 @@ def scorer_specs(args: dict) -> list:
         raise CLIError(f"--{next(iter(prm_opts)).replace('_', '-')} applies to process reward models: add --kind prm",
                        "--kind")
     kw.update({k: v for k, v in prm_opts.items() if k != "prm_threshold"})
+    gen = genjudge_options(args)
+    if args.get("kind") == "genjudge":  # a causal LM that samples: no batches, no truncation, no reference
+        extra = [k for k in MODEL_OPTIONS if k not in ("device", "dtype") and args.get(k) is not None]
+        if extra and args.get("model"):
+            raise CLIError(f"--{extra[0].replace('_', '-')} does not apply to --kind genjudge (a judge that samples "
+                           "its verdicts; see --samples, --max-new-tokens)", "--kind")
+        kw = {k: v for k, v in kw.items() if k in ("kind", "device", "dtype")} | gen
     if args.get("trust_remote_code"):
         kw["trust_remote_code"] = True
     for spec in args.get("model") or []:
@@ -461,6 +509,8 @@ def endpoint_recipe(args: dict) -> dict:
               "concurrency": args.get("endpoint_concurrency"), "timeout": args.get("endpoint_timeout"),
               "api_key_env": args.get("api_key_env"), "batch_size": args.get("batch_size"),
               "max_length": args.get("max_length")}
+    if args.get("kind") == "genjudge":
+        recipe.update(genjudge_options(args))
     return {k: v for k, v in recipe.items() if v is not None}
 
 

@@ -148,7 +148,8 @@ def bca_interval(theta: float, replicates, jackknife, level: float = 0.95) -> tu
     qs = [special.ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq))) for zq in special.ndtri([a, 1 - a])]
     if not np.all(np.isfinite(qs)):
         return float("nan"), float("nan")
-    lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
+    with np.errstate(invalid="ignore"):  # constant resamples give ±inf replicates; inf − inf between them is not news
+        lo, hi = np.percentile(tb, [100 * qs[0], 100 * qs[1]])
     return float(lo), float(hi)
 
 
@@ -209,6 +210,7 @@ def cluster_bca_ci(d, cluster_ids, level: float = 0.95, n_boot: int = 2000, seed
     np.add.at(weights, (np.repeat(np.arange(n_boot), G), draws.ravel()), 1.0)
     tb = dz(weights @ parts)
     return bca_interval(theta, tb, dz(parts.sum(axis=0) - parts), level)   # leave-one-cluster-out jackknife
+
 
 
 # %% ../nbs/02_effects.ipynb #bb1178a3

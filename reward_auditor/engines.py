@@ -216,6 +216,10 @@ class Engine:
         if cache is None:
             raise EngineError("an engine fills the score cache: give the audit a cache (or an output folder)")
         cache.describe(scorer.fingerprint, scorer.describe())
+        prepare = getattr(scorer, "prepare_fill", None)  # a generative judge plans against its generation store
+        if prepare is not None:
+            prepare(cache)
+        own_commit = getattr(scorer, "commit_unit", None)  # ... and the driver writes its texts there, not as scores
         units = plan_units(scorer, condition_frames(original, conditions), cache, self.unit_batches)
         rep.units = len(units)
         by_index = {u.index: u for u in units}
@@ -225,7 +229,8 @@ class Engine:
             unit = by_index[idx]
             if err is None:
                 try:
-                    rep.computed += commit_unit(cache, scorer.fingerprint, unit, keys, vals)
+                    rep.computed += (own_commit(keys, vals) if own_commit is not None else
+                                     commit_unit(cache, scorer.fingerprint, unit, keys, vals))
                     rep.committed += 1
                 except EngineError as e:
                     err = str(e)

@@ -113,7 +113,7 @@ def detectability_warnings(table: pd.DataFrame, settings: AuditSettings) -> list
 def detectability_note(settings: AuditSettings) -> str:
     "What N0 and the bar of `detectability_warnings` mean: said once after them, not on every family's line."
     lvl = f"alpha/2 = {settings.alpha / 2:g} per tail" if settings.two_sided else f"alpha = {settings.alpha:g}"
-    return (f"too few changed items: N0 = pairs whose score margin changed, and p >= the smallest p they allow; the "
+    return (f"N0 and the bar above: N0 = pairs whose score margin changed, and p >= the smallest p they allow; the "
             f"bar is {settings.multiplicity}'s threshold at the test's rank with every test at its smallest p (for bh, "
             f"{lvl} times rank/tests)")
 

@@ -28,7 +28,7 @@ __all__ = ['RESULT_FILES', 'DATA_STAMP', 'REPORT_NAME', 'locked_folder', 'record
 
 # %% ../nbs/08ag_run_folder.ipynb #2888be8e
 # a saved result's frames and manifest (`AuditResult.FILES`): what clearing a run removes with its summaries
-RESULT_FILES = ("results.parquet", "items.parquet", "texts.parquet", "manifest.json")
+RESULT_FILES = ("results.parquet", "items.parquet", "texts.parquet", "verdicts.parquet", "manifest.json")
 DATA_STAMP = "fingerprint.json"
 
 

@@ -77,9 +77,14 @@ def load_scorer(spec, kind: str | None = None, **kw) -> Scorer:
         return PrecomputedScorer(path, **kw)
     if kind == "precomputed":
         raise ScorerError(f"score file {path} does not exist")
+    if kind == "genjudge":  # a judge whose verdict is sampled text: a local causal LM (endpoints go through specs)
+        from reward_auditor.genjudge import local_genjudge
+        if not path.is_dir() and (spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec):
+            raise ScorerError(f"{spec} does not exist (and is not a hub id 'org/name')")
+        return local_genjudge(str(path) if path.is_dir() else spec, **kw)
     if kind is not None and kind not in MODEL_KINDS and kind not in ("pairwise", "lm-reward", "prm"):
         raise ScorerError(f"unknown scorer kind {kind!r}; use one of "
-                          f"{sorted([*MODEL_KINDS, *CONTROLS, 'callable', 'precomputed', 'pairwise', 'lm-reward', 'prm'])}")
+                          f"{sorted([*MODEL_KINDS, *CONTROLS, 'callable', 'precomputed', 'pairwise', 'lm-reward', 'prm', 'genjudge'])}")
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ScorerError(folder_hint(path) or f"{path} is a folder but not a model: it has no config.json "

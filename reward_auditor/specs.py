@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 # %% auto #0
-__all__ = ['DATA_SUFFIXES', 'DATA_KEYS', 'ENDPOINT_KINDS', 'ENDPOINT_KEYS', 'ENGINE_KEYS', 'REWRITER_KEYS', 'SpecError',
-           'split_name', 'data_files', 'limit_pairs', 'subset_names', 'dropped_record', 'load_data', 'data_from',
-           'endpoint_scorer', 'scorer_from', 'scorers_from', 'engine_from', 'rewriter_from']
+__all__ = ['DATA_SUFFIXES', 'DATA_KEYS', 'ENDPOINT_KINDS', 'GENJUDGE_KEYS', 'ENDPOINT_KEYS', 'ENGINE_KEYS', 'REWRITER_KEYS',
+           'SpecError', 'split_name', 'data_files', 'limit_pairs', 'subset_names', 'dropped_record', 'load_data',
+           'data_from', 'endpoint_scorer', 'scorer_from', 'scorers_from', 'engine_from', 'rewriter_from']
 
 # %% ../nbs/08a_specs.ipynb #6cefcf10
 class SpecError(ValueError):
@@ -174,9 +174,11 @@ def data_from(spec: Any, errors: str = "raise", seed: int = 0):
                      seed=spec.get("seed", seed), columns=spec.get("columns"))
 
 # %% ../nbs/08a_specs.ipynb #08f49467
-ENDPOINT_KINDS = (None, "discriminative", "rm", "classifier", "seq-cls", "judge", "generative")
+ENDPOINT_KINDS = (None, "discriminative", "rm", "classifier", "seq-cls", "judge", "generative", "genjudge")
+GENJUDGE_KEYS = ("template", "samples", "samples_per_request", "temperature", "top_p", "max_tokens", "thinking",
+                 "seed", "parser")
 ENDPOINT_KEYS = ("endpoint", "model", "tokenizer", "kind", "api", "name", "concurrency", "timeout", "api_key_env",
-                 "batch_size", "max_length")
+                 "batch_size", "max_length", *GENJUDGE_KEYS)
 
 
 def endpoint_scorer(recipe: Mapping):
@@ -190,6 +192,17 @@ def endpoint_scorer(recipe: Mapping):
     if kind not in ENDPOINT_KINDS:
         raise SpecError(f"an endpoint scores reward models (/classify) and judges (kind='judge', /v1/completions); "
                         f"kind='{kind}' is not available over HTTP", "kind")
+    if kind == "genjudge":  # sampled verdicts over /v1/chat/completions (the judge's own tokenizer stays on the server)
+        from reward_auditor.genjudge import endpoint_genjudge
+        extra = [k for k in ("tokenizer", "batch_size", "max_length") if recipe.get(k) is not None]
+        if extra or recipe.get("api") not in (None, "chat"):
+            bad = extra[0] if extra else "api"
+            raise SpecError(f"a generative judge samples through the chat API; {bad!r} does not apply to kind "
+                            "'genjudge'", f"endpoint.{bad}")
+        kw = {k: recipe[k] for k in (*GENJUDGE_KEYS, "name") if recipe.get(k) is not None}
+        return endpoint_genjudge(recipe["endpoint"], model=recipe.get("model"), concurrency=recipe.get("concurrency") or 4,
+                                 timeout=recipe.get("timeout") or 300.0,
+                                 api_key_env=recipe.get("api_key_env") or API_KEY_ENV, **kw)
     cls = EndpointJudgeScorer if kind in ("judge", "generative") else EndpointRewardScorer
     if recipe.get("api") == "chat":
         if cls is not EndpointJudgeScorer:

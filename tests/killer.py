@@ -20,7 +20,8 @@ MODE = os.environ.get("RA_KILL_MODE", "before")
 
 
 def _hit(path) -> bool:
-    return path is not None and AT in os.path.basename(os.fspath(path))
+    "Whether `path` is the file to die at (a buffer, e.g. Parquet bytes made in memory, is never it)."
+    return isinstance(path, (str, os.PathLike)) and AT in os.path.basename(os.fspath(path))
 
 
 def _halve(path) -> None:

@@ -16,7 +16,7 @@ NBS = PKG.parent / "nbs"
 
 # Floors, bottom up (CONTRIBUTING.md, "The house of floors"). A module may import modules on its own floor or below.
 FLOORS = [
-    ("ground", {"safety", "resources", "tables", "cache", "guards", "store"}),
+    ("ground", {"safety", "resources", "tables", "cache", "guards", "store", "generations"}),
     ("data", {"records", "data", "steps", "leaderboard_readers"}),
     ("statistics", {"effects", "stats", "multiplicity", "heterogeneity", "meta", "paired", "run_settings",
                     "pair_tests", "compare", "calibration_inputs", "calibration", "planning", "leaderboard_stats",
@@ -24,8 +24,8 @@ FLOORS = [
     ("plots", {"plots"}),
     ("perturbations", {"rewriters", "perturbation_base", "synonyms", "meaning_check", "translation", "probes",
                        "perturbations"}),
-    ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds"}),
-    ("scorer families", {"checkpoints", "families", "endpoints", "prm"}),
+    ("scorer kinds", {"scorer_base", "model_inputs", "scorer_kinds", "verdicts"}),
+    ("scorer families", {"checkpoints", "families", "endpoints", "prm", "genjudge"}),
     ("scorers", {"scorers"}),
     ("runs", {"engines", "specs", "audit_settings", "audit_conditions", "audit_scoring", "family_tests", "findings",
               "headlines", "run_folder", "audit_result", "audit_sequential", "audit", "verifier_answers", "verifier_transforms",

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from reward_auditor.cli import main
@@ -28,6 +29,7 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs" / "guide").glob("*.md")),
 
 # a fragment of the line → why it is not run here (weights that no stand-in replaces, servers, big data or minutes)
 NOT_HERE = {
+    "--kind genjudge": "run in order against the stand-in judge server by test_readme_genjudge_lines_run_in_order",
     "scripts/setup.sh": "builds the virtual environment: network and minutes",
     "scripts/test.sh": "the whole test suite",
     "--endpoint": "needs a running vLLM server",
@@ -145,6 +147,31 @@ def test_shown_line_runs(doc, cmd, sessions, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert rc == 0, f"{cmd}\n{err}"
     assert "error" not in err, f"{cmd}\n{err}"
+
+
+def test_readme_genjudge_lines_run_in_order(tmp_path, monkeypatch, capsys):
+    "The generative-judge lines, verbatim, against an OpenAI-compatible stand-in serving one judge on their port."
+    from urllib.parse import urlparse
+    from fake_judge import FakeJudgeServer
+    cmds = [c for _, _, c in LINES if "--kind genjudge" in c]
+    assert len(cmds) >= 2
+    url = urlparse(shlex.split(cmds[0])[shlex.split(cmds[0]).index("--endpoint") + 1])
+    try:
+        srv = FakeJudgeServer(port=url.port, judges=("length-judge",))
+    except OSError as e:
+        pytest.skip(f"port {url.port} is taken on this machine ({e}); the lines need it for the stand-in server")
+    monkeypatch.chdir(tmp_path)
+    served = []
+    with srv:
+        for cmd in cmds:
+            before = srv.requests
+            rc = main(shlex.split(cmd)[1:] + ["--no-report"])
+            err = capsys.readouterr().err
+            assert rc == 0, (cmd, err)
+            served.append(srv.requests - before)
+    assert served[0] > 0 and served[1:] == [0] * (len(cmds) - 1), served  # the later lines read stored generations
+    v = pd.read_parquet(tmp_path / "runs" / "genjudge" / "verdicts.parquet")
+    assert {"condition", "id", "order", "sample", "verdict"} <= set(v.columns) and "original" in set(v["condition"])
 
 
 def test_every_skipped_line_is_marked_on_purpose():

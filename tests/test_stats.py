@@ -396,3 +396,24 @@ def test_errors_are_named():
             S.signflip_test(D10, **bad)
     with pytest.raises(S.StatsError, match="too large"):
         S.signflip_test(np.arange(1, 50) / 7, exact=True)
+
+
+def test_bca_interval_between_infinite_replicates_says_nothing_on_stderr():
+    "Constant bootstrap resamples give ±inf replicates (d_z of a constant row); the interval stays as it was, silently."
+    import warnings
+    from reward_auditor.effects import bca_interval
+    tb = [np.inf, np.inf, 1.0, 0.5, -np.inf] * 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a genjudge audit's discrete shares printed 'invalid value encountered in add'
+        lo, hi = bca_interval(1.0, tb, [0.1, 0.2, 0.3, 0.1])
+    # the same interval by hand (scipy's normal): bias correction z0, acceleration from the jackknife, BCa levels
+    t = np.asarray(tb)
+    z0 = scipy.stats.norm.ppf((np.sum(t < 1.0) + np.sum(t <= 1.0)) / (2 * t.size))
+    dev = np.mean([0.1, 0.2, 0.3, 0.1]) - np.array([0.1, 0.2, 0.3, 0.1])
+    acc = np.sum(dev ** 3) / (6 * np.sum(dev ** 2) ** 1.5)
+    zq = scipy.stats.norm.ppf([0.025, 0.975])
+    q = scipy.stats.norm.cdf(z0 + (z0 + zq) / (1 - acc * (z0 + zq)))
+    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+        warnings.simplefilter("ignore")
+        want = np.percentile(t, 100 * q)  # NaN where numpy interpolates between two equal infinities
+    assert np.array_equal([lo, hi], want, equal_nan=True) and not np.isfinite([lo, hi]).all()
