@@ -23,10 +23,92 @@ _CALLABLE = ("audit", "heterogeneity", "compare", "calibration", "leaderboard")
 __all__ = ["__version__", *_LAZY, *_MODULES]
 
 
+def _param_docs(fn) -> dict:
+    """nbdev's docments: the comment after each parameter of `fn`'s signature, read from its source ({} without one).
+
+    As in fastcore's `docments`, the comment on a parameter's line describes it, and so do comment lines right
+    above it: `def f(x:int=0, # how many` → `{"x": "how many"}`."""
+    import inspect
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return {}
+    return _docments(src)
+
+
+def _docments(src: str) -> dict:
+    "The docments of the first `def` in the source text `src` (see `_param_docs`)."
+    import io
+    import textwrap
+    import tokenize
+    out, depth, last, seen_def, expect, above = {}, 0, None, False, False, []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(textwrap.dedent(src)).readline):
+            if not depth:
+                if t.type == tokenize.NAME and t.string == "def":
+                    seen_def = True
+                elif seen_def and t.string == "(":
+                    depth, expect = 1, True
+                continue
+            if t.type == tokenize.OP and t.string in "([{":
+                depth += 1
+            elif t.type == tokenize.OP and t.string in ")]}":
+                depth -= 1
+                if not depth:
+                    break
+            elif t.type == tokenize.OP and t.string == "," and depth == 1:
+                expect = True
+            elif t.type == tokenize.NAME and depth == 1 and expect:
+                last, expect = (t.string, t.start[0]), False
+                if above:
+                    out[last[0]], above = " ".join(above), []
+            elif t.type == tokenize.COMMENT:
+                text = t.string.lstrip("#").strip()
+                if last and t.start[0] == last[1]:
+                    out[last[0]] = f"{out[last[0]]} {text}" if last[0] in out else text
+                else:
+                    above.append(text)
+    except (tokenize.TokenError, SyntaxError):
+        return {}
+    return out
+
+
+def _documented(fn) -> str:
+    "`fn`'s docstring with a Parameters section made from its docments (once), so that `help(fn)` describes them."
+    import re
+    doc = fn.__doc__ or ""
+    params = _param_docs(fn)
+    if not params or re.search(r"^\s*Parameters\n\s*-{3,}", doc, re.M):
+        return doc
+    width = max(map(len, params))
+    lines = [f"    {name.ljust(width)} : {text}" for name, text in params.items()]
+    return doc.rstrip() + "\n\n    Parameters\n    ----------\n" + "\n".join(lines) + "\n"
+
+
 class _CallableModule(_types.ModuleType):
-    "A module that can be called as its function of the same name."
+    """A module that can be called as its function of the same name.
+
+    `help(ra.audit)`, `inspect.signature(ra.audit)` and Jupyter's `ra.audit?` describe the function (its signature,
+    docstring and parameters) before the module: `__wrapped__` is the function and `__doc__` leads with it."""
     def __call__(self, *args, **kwargs):
         return getattr(self, self.__name__.rpartition(".")[2])(*args, **kwargs)
+
+    @property
+    def __wrapped__(self):
+        return getattr(self, self.__name__.rpartition(".")[2])
+
+    @property
+    def __doc__(self):
+        import inspect
+        fn, own = self.__wrapped__, self.__dict__.get("__doc__") or ""
+        name = self.__name__.rpartition(".")[2]
+        head = f"Called as a function, `{self.__name__}` is `{self.__name__}.{name}`:\n\n{name}{inspect.signature(fn)}\n"
+        return f"{own.splitlines()[0] if own else name}\n\n{head}\n{inspect.cleandoc(fn.__doc__ or '')}\n\n" \
+               f"The module {self.__name__}:\n\n{own}"
+
+    @__doc__.setter
+    def __doc__(self, value):
+        self.__dict__["__doc__"] = value
 
 
 def _audit_view(result) -> str:
@@ -43,6 +125,9 @@ class _Package(_types.ModuleType):
     def __setattr__(self, name, value):
         if name in _CALLABLE and isinstance(value, _types.ModuleType) and type(value) is _types.ModuleType:
             value.__class__ = _CallableModule  # set when the import system binds the submodule
+            fn = value.__dict__.get(name)
+            if callable(fn):
+                fn.__doc__ = _documented(fn)  # help(audit) lists every parameter, from its docments
         if name == "audit" and isinstance(value, _types.ModuleType) and hasattr(value, "AuditResult"):
             value.AuditResult._repr_html_ = _audit_view  # Jupyter's HTML view of a result
         super().__setattr__(name, value)

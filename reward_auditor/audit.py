@@ -87,25 +87,48 @@ def _is_data_spec(data: Any) -> bool:
 
 
 @_locked_out
-def audit(data: Any, scorers: Any, perturbations: str | Iterable[str] | None = "all", *, seed: int = 0,
-          permutations: int = 10_000, alpha: float = 0.05, scale: str = "prob", multiplicity: str = "bh",
-          margin: float | str = 0.2, preset: str | None = None, family: str = "subset", cache: Any = None,
-          out: str | Path | None = None, progress: bool = True, conditions: Any = None,
-          on_unavailable: str = "skip", perturb_options: Mapping | None = None, mapping: Any = None,
-          two_sided: bool | None = None, group_weights: Mapping[str, float] | None = None,
-          effect_ci: str = "bca", engine: Any = None, perturb_workers: int | None = None,
-          errors: str = "raise", overwrite: bool = False,
-          perturb_turns: str = "final", group_by: str | None = None,
-          on_start: Callable[[], Any] | None = None,
-          semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, rewriter: Any = None,
-          sequential: bool = False, round_size: int | None = None,
-          sequential_bound: float | None = None) -> AuditResult:
+def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, {"paths": [...], "limit": N} or a frame; None with `conditions` files
+          scorers: Any,  # what is audited: "overlap", a score file, "NAME=PATH", {"model": PATH, "kind": "dpo", ...}, a Scorer, a callable, or a list of these
+          perturbations: str | Iterable[str] | None = "all",  # "all", codes ("EF,LC" or ["EF", "LC"]) or None: only `conditions`
+          *,
+          seed: int = 0,  # seeds the perturbations and the sign flips: the same seed gives the same numbers
+          permutations: int = 10_000,  # sign-flip draws per test (exact enumeration when the changed pairs are few)
+          alpha: float = 0.05,  # the false discovery rate controlled over each family of tests
+          scale: str = "prob",  # the confidence the test compares: "prob" σ(margin), "logprob" or "nll"
+          multiplicity: str = "bh",  # the FDR procedure: "bh", "by", "tsbh", "sabha", "gbh", "weighted", "stratified"
+          margin: float | str = 0.2,  # the d_z a significant drop must exceed to be UNSUITABLE; "auto": the largest d_z among the run's non-significant cells (the paper's rule)
+          preset: str | None = None,  # "paper-code": the published code's statistical choices (overrides the settings it names)
+          family: str = "subset",  # the FDR family: "subset" (one model × one subset) or "model" (a model's subsets pooled)
+          cache: Any = None,  # the score cache file; None: `<out>/scores.sqlite` with `out`, else in memory
+          out: str | Path | None = None,  # the run folder: results, manifest, cache and stored conditions are written there
+          progress: bool = True,  # draw progress bars (one line per stage off a terminal)
+          conditions: Any = None,  # perturbed files of the same items (the paper's, RM-Bench's, packs) or {name: Condition}
+          on_unavailable: str = "skip",  # a perturbation whose backend is missing (apertium, WordNet): "skip" it with a warning, or "raise"
+          perturb_options: Mapping | None = None,  # keyword options handed to every perturbation (e.g. a `rewriter`)
+          mapping: Any = None,  # names of the `conditions` files' columns: "default", "paper" or {column: name}
+          two_sided: bool | None = None,  # test both tails at alpha/2 each (a rise is IMPROVES); None: two-sided unless the preset says otherwise
+          group_weights: Mapping[str, float] | None = None,  # q per perturbation group for multiplicity="weighted", e.g. {"controlled": 0.8}
+          effect_ci: str = "bca",  # the d_z interval: "bca" (bootstrap over clusters) or "nct" (noncentral t, normal differences)
+          engine: Any = None,  # where scores are computed: None or "local" (this process), "ray" or {"name": "ray", "workers": 2}
+          perturb_workers: int | None = None,  # processes that perturb (None: the CPU count); never changes a number
+          errors: str = "raise",  # an invalid row of the data: "raise" at the first, or "drop" it and count it in the manifest
+          overwrite: bool = False,  # replace a run of other data already in `out` (else such a folder is refused)
+          perturb_turns: str = "final",  # which user turns prompt-side perturbations change: "final" or "all"
+          group_by: str | None = None,  # the column whose equal values form a cluster tested as one unit; None: group_id, else the prompt
+          on_start: Callable[[], Any] | None = None,  # called once, after every input is checked and before the first write to `out`
+          semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT,  # undo ST/SP rewrites whose MiniLM similarity is too low; False loads no model
+          rewriter: Any = None,  # the rewriter of the *-model perturbations: {"model": DIR} or {"url": URL, "name": MODEL}
+          sequential: bool = False,  # score in seeded rounds of whole clusters and stop each cell once its anytime-valid verdict is known (e-values, e-BH)
+          round_size: int | None = None,  # clusters per round of a sequential audit (None: a twentieth of the clusters, at least 8)
+          sequential_bound: float | None = None,  # on the logprob and nll scales, the bound B on |d| a sequential audit needs (differences clipped to ±B)
+          ) -> AuditResult:
     """Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`).
 
     `data`, `scorers`, `engine` and `rewriter` take specs (`specs`): e.g. `{"paths": [...], "limit": 200}`,
     `["overlap", "rm=PATH", {"model": PATH, "kind": "dpo", "reference": PATH}]`, `"ray"`, `{"model": DIR}`.
     `sequential=True` scores in seeded rounds of `round_size` clusters and stops each cell once its anytime-valid
-    verdict is known (`audit_sequential`); on the logprob and nll scales `sequential_bound` bounds |d|."""
+    verdict is known (`audit_sequential`); on the logprob and nll scales `sequential_bound` bounds |d|.
+    Each parameter is described by the comment after it (nbdev's docments); `help(audit)` lists them."""
     from tqdm import tqdm
     t_start, cpu_start = time.perf_counter(), cpu_seconds()
     settings = AuditSettings(seed=seed, permutations=permutations, alpha=alpha, scale=scale,

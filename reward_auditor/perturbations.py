@@ -642,7 +642,7 @@ def legend_frame(codes=None) -> pd.DataFrame:
 
 
 def legend_text(width: int = 110) -> str:
-    "The legend as plain text for `--help` and the README."
+    "The legend as plain text for `--help` and the guide."
     import textwrap
     lines = ["perturbations (code, side: what it does [backend; variant]):"]
     for code, side, what, backend, variant in PERTURBATION_LEGEND:

@@ -14,7 +14,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "reward_auditor"
 NBS = PKG.parent / "nbs"
 
-# Floors, bottom up (README, "Contributing"). A module may import modules on its own floor or below.
+# Floors, bottom up (CONTRIBUTING.md, "The house of floors"). A module may import modules on its own floor or below.
 FLOORS = [
     ("ground", {"safety", "resources", "tables", "cache", "guards", "store", "generations"}),
     ("data", {"records", "data", "steps", "leaderboard_readers"}),
@@ -164,7 +164,7 @@ def test_no_import_circles():
 
 def test_every_module_has_a_floor():
     missing = sorted(set(package_modules()) - set(FLOOR))
-    assert not missing, f"place {missing} on a floor in tests/test_layers.py FLOORS (and in the README's list)"
+    assert not missing, f"place {missing} on a floor in tests/test_layers.py FLOORS (and in CONTRIBUTING.md's list)"
 
 
 def test_imports_never_climb():
@@ -254,17 +254,17 @@ def test_notebooks_sort_by_floor_then_imports():
     missing = sorted(set(package_modules()) - set(nbs))
     assert not missing, f"modules without a notebook (#| default_exp): {missing}"
     bad = misordered_notebooks(nbs, graph())
-    assert not bad, "number nbs/ bottom up (README, Contributing):\n" + "\n".join(bad)
+    assert not bad, "number nbs/ bottom up (CONTRIBUTING.md, The house of floors):\n" + "\n".join(bad)
 
 
 def test_a_notebooks_number_is_its_floor_and_the_readme_names_them():
     nbs = chapter_notebooks()
-    readme = (PKG.parent / "README.md").read_text(encoding="utf-8")
+    readme = (PKG.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")  # "The house of floors"
     for i, (name, mods) in enumerate(FLOORS):
         stems = sorted(nbs[m].removesuffix(".ipynb") for m in mods if m in nbs)
         assert all(s[:2] == f"{i:02d}" and not s[2].isdigit() for s in stems), (name, stems)
         line = next((ln for ln in readme.splitlines() if ln.startswith(f"{i}. **{name.capitalize()}** (")), "")
-        assert f"`{stems[0]}`" in line and f"`{stems[-1]}`" in line, f"README's floor {i} should name {stems[0]} … {stems[-1]}"
+        assert f"`{stems[0]}`" in line and f"`{stems[-1]}`" in line, f"CONTRIBUTING.md's floor {i} should name {stems[0]} … {stems[-1]}"
 
 
 # The house rule "no module over ~800 lines": a module is one chapter of one idea.

@@ -101,7 +101,7 @@ def test_legend_in_help_readme_and_report(tmp_path):
         assert f"{code}, " in flat
     assert "apertium eng-spa" in flat and "length template" in flat and "WordNet first sense" in flat
     assert " ".join(OFFLINE_NOTE.split()) in flat
-    readme = " ".join((REPO / "README.md").read_text().split())
+    readme = " ".join(" ".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs" / "guide").glob("*.md"))]).split())
     assert all(f"| {c} |" in readme for c in BUILTINS) and " ".join(OFFLINE_NOTE.split()) in readme
 
 
