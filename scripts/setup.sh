@@ -2,7 +2,7 @@
 # Set up a virtual environment with reward_auditor and all its extras.
 #   VENV=path   where the environment goes (default .venv)
 #   TORCH_SPEC  the torch requirement installed first (default torch==2.13.0; use a CUDA build on a GPU box)
-#   --no-apt    skip the optional Debian packages (apertium for LC/SLC, WordNet for ST)
+#   --no-apt    skip the optional Debian packages (apertium for LC/SLC, WordNet for ST, chromium for the page checks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -10,7 +10,7 @@ TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 want_apt=1
 for arg in "$@"; do [ "$arg" = "--no-apt" ] && want_apt=0; done
 
-debs="apertium apertium-eng-spa wordnet-base wordnet-sense-index"
+debs="apertium apertium-eng-spa wordnet-base wordnet-sense-index chromium"
 if [ "$want_apt" = 1 ]; then
   missing=$(for d in $debs; do dpkg -s "$d" >/dev/null 2>&1 || echo "$d"; done)
   if [ -n "$missing" ]; then
