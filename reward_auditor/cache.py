@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['CacheError', 'key_digest', 'insert_all_or_none', 'ScoreCache']
+__all__ = ['CacheError', 'key_digest', 'insert_all_or_none', 'SQLiteFile', 'ScoreCache']
 
 # %% ../nbs/00d_cache.ipynb #5ec9cd16
 class CacheError(RuntimeError):
@@ -48,33 +48,20 @@ def insert_all_or_none(con: sqlite3.Connection, sql: str, rows: list) -> None:
             pass
         raise
 
-# %% ../nbs/00d_cache.ipynb #809dd73b
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS scores (
-    fingerprint TEXT NOT NULL,
-    key BLOB NOT NULL,
-    value REAL,
-    PRIMARY KEY (fingerprint, key)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS fingerprints (
-    fingerprint TEXT PRIMARY KEY,
-    description TEXT NOT NULL
-);
-"""
-
-
-class ScoreCache:
-    "Scores keyed by (fingerprint, tuple of texts) in an SQLite file (WAL mode); safe for several processes."
+# %% ../nbs/00d_cache.ipynb #d777f133
+class SQLiteFile:
+    """One SQLite file shared by threads and processes: a connection per process and thread (none crosses a fork),
+    WAL mode, a busy timeout, the subclass's `schema`; its `error` names the file and what to do."""
+    what, error, schema, hint = "store", RuntimeError, "", "Point it at a new path."
 
     def __init__(self, path: str | os.PathLike = ":memory:", timeout: float = 120.0, chunk: int = 500):
-        self.path = str(path)
-        self.timeout, self.chunk = timeout, chunk
+        self.path, self.timeout, self.chunk = str(path), timeout, chunk
         if self.path != ":memory:":
             parent = Path(self.path).expanduser().resolve().parent
             try:
                 parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
-                raise CacheError(f"cannot create the folder {parent} for the score cache {self.path}: {e}") from e
+                raise self.error(f"cannot create the folder {parent} for the {self.what} {self.path}: {e}") from e
         self._local = threading.local()
         self._memory = None  # one shared connection for an in-memory store
         self._connect()
@@ -99,14 +86,55 @@ class ScoreCache:
             if self.path != ":memory:":
                 mode = con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
-                    raise CacheError(f"{self.path}: the file system did not allow WAL mode (got {mode!r}); "
-                                     "put the cache on a local disk")
+                    raise self.error(f"{self.path}: the file system did not allow WAL mode (got {mode!r}); "
+                                     f"put the {self.what} on a local disk")
                 con.execute("PRAGMA synchronous=NORMAL")
-            con.executescript(_SCHEMA)
+            con.executescript(self.schema)
         except sqlite3.DatabaseError as e:
-            raise CacheError(f"cannot open the score cache {self.path}: {e}. "
-                             "Is it an SQLite file written by this package? Point `cache=` at a new path.") from e
+            raise self.error(f"cannot open the {self.what} {self.path}: {e}. {self.hint}") from e
         return con
+
+    def close(self) -> None:
+        "Close this thread's connection (the file stays)."
+        con = self._memory if self.path == ":memory:" else getattr(self._local, "con", None)
+        if con is not None:
+            con.close()
+        self._local = threading.local()
+        self._memory = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __getstate__(self):
+        if self.path == ":memory:":
+            raise self.error(f"an in-memory {self.what} cannot be shared with another process; give it a path")
+        return {"path": self.path, "timeout": self.timeout, "chunk": self.chunk}
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
+# %% ../nbs/00d_cache.ipynb #809dd73b
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS scores (
+    fingerprint TEXT NOT NULL,
+    key BLOB NOT NULL,
+    value REAL,
+    PRIMARY KEY (fingerprint, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fingerprints (
+    fingerprint TEXT PRIMARY KEY,
+    description TEXT NOT NULL
+);
+"""
+
+
+class ScoreCache(SQLiteFile):
+    "Scores keyed by (fingerprint, tuple of texts) in an SQLite file (WAL mode); safe for several processes."
+    what, error, schema = "score cache", CacheError, _SCHEMA
+    hint = "Is it an SQLite file written by this package? Point `cache=` at a new path."
 
     def get_many(self, fingerprint: str, keys: Sequence[Sequence[str]]) -> list[float | None]:
         "Cached value per key (None where absent, NaN where stored as missing)."
@@ -159,28 +187,6 @@ class ScoreCache:
 
     def __len__(self) -> int:
         return self.count()
-
-    def close(self) -> None:
-        "Close this thread's connection (the file stays)."
-        con = self._memory if self.path == ":memory:" else getattr(self._local, "con", None)
-        if con is not None:
-            con.close()
-        self._local = threading.local()
-        self._memory = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __getstate__(self):
-        if self.path == ":memory:":
-            raise CacheError("an in-memory score cache cannot be shared with another process; give it a path")
-        return {"path": self.path, "timeout": self.timeout, "chunk": self.chunk}
-
-    def __setstate__(self, state):
-        self.__init__(**state)
 
     def __repr__(self) -> str:
         return f"ScoreCache({self.path!r}, scores={self.count()})"

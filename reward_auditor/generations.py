@@ -14,9 +14,8 @@ import sqlite3
 import threading
 import zlib
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-from .cache import insert_all_or_none
+from .cache import SQLiteFile, insert_all_or_none
 
 # %% auto #0
 __all__ = ['canonical', 'request_key', 'request_seed', 'GenerationStoreError', 'GenerationStore']
@@ -50,42 +49,14 @@ CREATE TABLE IF NOT EXISTS generations (
 """
 
 
-class GenerationStore:
+class GenerationStore(SQLiteFile):
     "Generated texts keyed by request key, zlib-compressed JSON bodies with their digests, in one SQLite file."
+    what, error, schema = "generation store", GenerationStoreError, _SCHEMA
+    hint = "Is it a file this package wrote? Point it at a new path."
 
     def __init__(self, path: str | os.PathLike = ":memory:", timeout: float = 120.0, chunk: int = 500):
-        self.path, self.timeout, self.chunk = str(path), float(timeout), int(chunk)
-        if self.path != ":memory:":
-            try:
-                Path(self.path).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise GenerationStoreError(f"cannot create the folder of the generation store {self.path}: {e}") from e
-        self._local, self._memory, self._lock = threading.local(), None, threading.Lock()
-        self._connect()
-
-    def _connect(self) -> sqlite3.Connection:
-        if self.path == ":memory:":
-            if self._memory is None:
-                self._memory = self._open()
-            return self._memory
-        con = getattr(self._local, "con", None)
-        if con is None or getattr(self._local, "pid", None) != os.getpid():
-            con = self._open()
-            self._local.con, self._local.pid = con, os.getpid()
-        return con
-
-    def _open(self) -> sqlite3.Connection:
-        try:
-            con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-            con.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
-            if self.path != ":memory:":
-                con.execute("PRAGMA journal_mode=WAL")
-                con.execute("PRAGMA synchronous=NORMAL")
-            con.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as e:
-            raise GenerationStoreError(f"cannot open the generation store {self.path}: {e}; is it a file this "
-                                       "package wrote? Point it at a new path.") from e
-        return con
+        self._lock = threading.Lock()   # one in-memory connection serves the judge's request threads
+        super().__init__(path, timeout, chunk)
 
     @staticmethod
     def _pack(record: Mapping) -> tuple[bytes, str]:
@@ -142,20 +113,6 @@ class GenerationStore:
         "Bytes the stored bodies take (compressed)."
         with self._lock:
             return int(self._connect().execute("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM generations").fetchone()[0])
-
-    def close(self) -> None:
-        con = self._memory if self.path == ":memory:" else getattr(self._local, "con", None)
-        if con is not None:
-            con.close()
-        self._local, self._memory = threading.local(), None
-
-    def __getstate__(self):
-        if self.path == ":memory:":
-            raise GenerationStoreError("an in-memory generation store cannot go to another process; give it a path")
-        return {"path": self.path, "timeout": self.timeout, "chunk": self.chunk}
-
-    def __setstate__(self, state):
-        self.__init__(**state)
 
     def __repr__(self) -> str:
         return f"GenerationStore({self.path!r}, requests={len(self)})"

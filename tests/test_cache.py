@@ -129,3 +129,21 @@ def test_a_full_disk_refuses_the_whole_batch_and_keeps_what_was_stored(tmp_path)
     assert c.get_many("fp", [("kept",), keys[0], keys[-1]]) == [1.0, None, None]
     c.put_many("fp", [("kept",)], [2.0])               # the connection is usable after the rollback
     assert c.get_many("fp", [("kept",)]) == [2.0]
+
+
+def test_every_store_names_a_file_that_is_not_sqlite_and_keeps_its_connections_per_process(tmp_path):
+    "The score cache and the generation store share one SQLite base (cache.SQLiteFile): the same refusal, the same pickling."
+    import pickle
+    import pytest
+    from reward_auditor.cache import CacheError, ScoreCache, SQLiteFile
+    from reward_auditor.generations import GenerationStore, GenerationStoreError
+    for cls, err in ((ScoreCache, CacheError), (GenerationStore, GenerationStoreError)):
+        assert issubclass(cls, SQLiteFile)
+        bad = tmp_path / f"{cls.__name__}.sqlite"
+        bad.write_text("not a database " * 200)
+        with pytest.raises(err, match=f"cannot open the {cls.what} {bad}"):
+            cls(bad)
+        store = cls(tmp_path / f"{cls.__name__}-ok.sqlite")
+        assert pickle.loads(pickle.dumps(store)).path == store.path
+        with pytest.raises(err, match="in-memory"):
+            pickle.dumps(cls(":memory:"))
