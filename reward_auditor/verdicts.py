@@ -72,6 +72,15 @@ def _sub(pattern: str, text: str, flags=()) -> str:
     return _timed(lambda: mod.sub(pattern, "", text, flags=fl, **kw), pattern)
 
 
+def _check_fields(spec, where: str, allowed: tuple, shape: str) -> None:
+    "A spec is an object (else `shape` says what it must be) whose fields are all in `allowed`; a fault names `where`."
+    if not isinstance(spec, Mapping):
+        raise TemplateError(f"{where}: {shape}")
+    unknown = sorted(set(spec) - set(allowed))
+    if unknown:
+        raise TemplateError(f"{where}.{unknown[0]}: unknown field; use {', '.join(allowed)}")
+
+
 @dataclass(frozen=True)
 class VerdictParser:
     "Read one verdict from a sample: a label (A, B, tie) or a whole-number rating; None when nothing parses."
@@ -85,11 +94,8 @@ class VerdictParser:
     @classmethod
     def from_spec(cls, spec: Mapping, where: str = "parser") -> "VerdictParser":
         "A parser from its spec (a dict read from a template file); every fault names `where` and the field."
-        if not isinstance(spec, Mapping):
-            raise TemplateError(f"{where}: the parser must be an object with 'pattern' and 'labels' or 'rating'")
-        unknown = sorted(set(spec) - {"pattern", "take", "labels", "rating", "strip", "flags"})
-        if unknown:
-            raise TemplateError(f"{where}.{unknown[0]}: unknown field; use pattern, take, labels, rating, strip, flags")
+        _check_fields(spec, where, ("pattern", "take", "labels", "rating", "strip", "flags"),
+                      "the parser must be an object with 'pattern' and 'labels' or 'rating'")
         flags = tuple(spec.get("flags") or ())
         bad = [f for f in flags if f not in _FLAGS]
         if bad:
@@ -190,11 +196,8 @@ class JudgeTemplate:
     def from_spec(cls, spec: Mapping, where: str = "template") -> "JudgeTemplate":
         "A template from its spec (the object a template file holds); every fault names `where` and the field."
         from jinja2 import TemplateSyntaxError, meta
-        if not isinstance(spec, Mapping):
-            raise TemplateError(f"{where}: a judge template is an object with name, mode, user and parser")
-        unknown = sorted(set(spec) - {"name", "mode", "system", "user", "parser", "source"})
-        if unknown:
-            raise TemplateError(f"{where}.{unknown[0]}: unknown field; use name, mode, system, user, parser, source")
+        _check_fields(spec, where, ("name", "mode", "system", "user", "parser", "source"),
+                      "a judge template is an object with name, mode, user and parser")
         mode = spec.get("mode")
         if mode not in MODES:
             raise TemplateError(f"{where}.mode: 'pairwise' or 'absolute', not {mode!r}")
