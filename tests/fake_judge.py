@@ -27,7 +27,9 @@ import random
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from fake_vllm import JSONHandler
 
 JUDGES = ("length-judge", "position-judge", "null-judge", "flaky-judge")
 _A = re.compile(r"\[Answer A\]\n(.*?)\n\[End of Answer A\]", re.S)
@@ -80,20 +82,7 @@ class FakeJudgeServer:
         self.lock = threading.Lock()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, obj):
-                body = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                if code in (429, 503):
-                    self.send_header("Retry-After", "0")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(JSONHandler):
             def do_GET(self):
                 if self.path != "/v1/models":
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})

@@ -19,6 +19,26 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+
+class JSONHandler(BaseHTTPRequestHandler):
+    "A quiet handler that answers JSON (with Retry-After: 0 on 429 and 503); `sent` sees each status code."
+    def log_message(self, *a):
+        pass
+
+    def sent(self, code: int) -> None:
+        pass
+
+    def _send(self, code, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        if code in (429, 503):
+            self.send_header("Retry-After", "0")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.sent(code)
+
 class FakeVLLM:
     def __init__(self, rm: str | None = None, lm: str | None = None, name: str | None = None, delay: float = 0.0,
                  fail: list[int] | None = None, die_after: int | None = None, ignore_activation: bool = False,
@@ -37,19 +57,8 @@ class FakeVLLM:
         self.lock, self.model_lock = threading.Lock(), threading.Lock()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, obj):
-                body = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                if code in (429, 503):
-                    self.send_header("Retry-After", "0")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        class Handler(JSONHandler):
+            def sent(self, code):
                 fake.statuses.append(code)
 
             def do_GET(self):
