@@ -234,7 +234,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="allow a model's own code from its folder or hub repo")
     g.add_argument("--endpoint", default=S, metavar="URL",
                    help="score with a model served by vLLM at this URL, e.g. http://host:8000: a reward model via "
-                        "/classify, or with --kind judge a generative judge via /v1/completions")
+                        "/classify, with --kind judge a judge read from verdict-token log-probs via /v1/completions, "
+                        "with --kind genjudge a judge that writes its verdict via /v1/chat/completions")
     g.add_argument("--endpoint-model", default=S, metavar="NAME",
                    help="served model name at --endpoint (default: the only one served)")
     g.add_argument("--endpoint-tokenizer", default=S, metavar="DIR",
