@@ -290,7 +290,7 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
     undetectable = [] if sequential else detectability_warnings(table, settings)  # fixed-N p_min: not sequential
     for w in fdr_warn + undetectable + ([detectability_note(settings)] if undetectable else []):
         warn.append(w)
-        warnings.warn(w, stacklevel=2)
+        warnings.warn(w, RunWarning, stacklevel=2)
     warn += [f"perturbation {n} skipped: {why}" for n, why in skipped.items()]
     warn += truncation_warnings(truncation, scorer_objs)
     dropped = {k: v for k, v in (original.attrs.get("dropped_invalid") or {}).items() if v and v.get("count")}

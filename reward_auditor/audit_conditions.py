@@ -20,7 +20,7 @@ from . import data as ra_data
 from . import perturbations as ra_perturbations
 from . import store as ra_store
 from .resources import cpu_seconds
-from .audit_settings import AuditError, _jsonable
+from .audit_settings import AuditError, RunWarning, _jsonable
 
 # %% auto #0
 __all__ = ['MAPPINGS', 'perturbation_names', 'data_fingerprint', 'store_key', 'make_conditions', 'pack_conditions',
@@ -240,7 +240,7 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
                 if on_unavailable != "skip":
                     raise AuditError(f"perturbation {name} could not run: {e} (perturbations)") from e
                 skipped[name] = f"{type(e).__name__}: {e}"
-                warnings.warn(f"perturbation {name} skipped: {skipped[name]}", stacklevel=2)
+                warnings.warn(f"perturbation {name} skipped: {skipped[name]}", RunWarning, stacklevel=2)
             cpu[name] = round(cpu_seconds() - t0 + _worker_cpu(pool, name) - w0, 3)
     finally:  # an error or Ctrl-C in one perturbation still stops the worker processes and frees the embedder
         if pool is not None and pool is not perturber:

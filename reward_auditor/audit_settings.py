@@ -18,11 +18,15 @@ from . import multiplicity as ra_multiplicity
 from . import stats as ra_stats
 
 # %% auto #0
-__all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'AuditError', 'AuditSettings']
+__all__ = ['PRESET_KEYS', 'ONE_SIDED_PRESETS', 'SCALES', 'FAMILIES', 'AuditError', 'RunWarning', 'AuditSettings']
 
 # %% ../nbs/08aa_audit_settings.ipynb #7fb3adfb
 class AuditError(ValueError):
     "A bad audit argument or input; the message says what, where and what to do."
+
+
+class RunWarning(UserWarning):
+    "A warning the audit also writes into its manifest: the command line holds it back and says it once, after the run."
 
 
 PRESET_KEYS = ("scale", "effect_ddof", "multiplicity", "stars", "statistic", "p_method")

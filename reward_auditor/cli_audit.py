@@ -145,7 +145,7 @@ def add_comparison(result, out: Path) -> None:
 
 def run_audit(args: dict, progress: bool = True) -> int:
     "The `audit` subcommand on resolved arguments."
-    from reward_auditor.audit import AuditSettings, audit, check_writable, perturbation_names
+    from reward_auditor.audit import AuditSettings, RunWarning, audit, check_writable, perturbation_names
     t0 = time.perf_counter()
     out = check_writable(args["out"])
     AuditSettings(seed=args["seed"], permutations=args["permutations"], alpha=args["alpha"], scale=args["scale"],
@@ -216,10 +216,8 @@ def run_audit(args: dict, progress: bool = True) -> int:
         return 0
     import warnings
     with warnings.catch_warnings():  # these come back once, from the manifest, after the run
-        warnings.filterwarnings("ignore", message="perturbation .* skipped")
-        warnings.filterwarnings("ignore", message="SABHA")
-        warnings.filterwarnings("ignore", message="multiplicity .* has no FDR proof")
-        warnings.filterwarnings("ignore", message="(subset .*(cannot reach significance|too few changed items)|N0 and the bar above)")
+        warnings.filterwarnings("ignore", category=RunWarning)
+        warnings.filterwarnings("ignore", message="perturbation .* skipped")   # the step audit's (prm_audit)
         result = audit(data, scorers, pert, seed=args["seed"], permutations=args["permutations"],
                        alpha=args["alpha"], scale=args["scale"], multiplicity=args["multiplicity"],
                        margin=args["margin"], family=args["family"], preset=args["preset"], cache=args.get("cache"),
