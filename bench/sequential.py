@@ -11,8 +11,10 @@ pairs, one per prompt), its 3 × 3 style grid (129 prompts of 9 pairs, ICC 0.3, 
 large audit (2,000 pairs). The full audit is the package's: two-sided sign-flip tests (B = 10,000) with BH over
 the family at alpha 0.05; it is decisive on a cell it flags, and on a cell whose 90 % interval for d_z lies
 inside ±margin (the cell is clean). The sequential audit scores rounds of whole clusters in a seeded order and
-stops a cell when e-BH flags it or its confidence sequence is inside the clean bound; an item's original pair is
-scored while any of its cells is open. Calls are pairs scored (each pair is two forward passes of a reward
+stops a cell when e-BH flags it or its confidence sequence is inside the clean bound, or (futility, the
+default 0.1) once a quarter of its units are in and fewer than 10 % of continuations resampled from them would
+decide it; an item's original pair is scored while any of its cells is open. Each design runs with futility
+off and on. Calls are pairs scored (each pair is two forward passes of a reward
 model); the full audit scores every original and every changed pair.
 
 `tiny`: the end-to-end audit (`audit(..., sequential=True)` against `audit(...)`) of a tiny random reward model
@@ -81,11 +83,11 @@ def full_audit(D, cl, margin: float, alpha: float = 0.05, seed: int = 0):
     return out
 
 
-def sequential_audit(D, cl, margin: float, alpha: float = 0.05, seed: int = 0):
+def sequential_audit(D, cl, margin: float, alpha: float = 0.05, seed: int = 0, futility=S.FUTILITY):
     "The sequential audit of one family → (decision per cell as in `full_audit`, pairs scored, pairs of the full audit)."
     K = D.shape[1]
     cells = [("m", "chat", name) for name in EFFECTS]
-    run = S.SequentialRun({"m/chat": cells}, alpha=alpha, margin=margin)
+    run = S.SequentialRun({"m/chat": cells}, alpha=alpha, margin=margin, futility=futility, seed=seed)
     largest = np.bincount(cl).max()
     plan = S.rounds([str(c) for c in np.unique(cl)], seed=seed)
     scored, full = 0, D.shape[0] + int(np.count_nonzero(D))
@@ -98,12 +100,12 @@ def sequential_audit(D, cl, margin: float, alpha: float = 0.05, seed: int = 0):
         order = np.argsort([labels.index(str(c)) for c in cl[rows]], kind="stable")   # clusters in round order
         for k in open_:
             run.add(cells[k], S.cluster_observations(D[rows, k][order], cl[rows][order], largest))
-        run.step(last=r == len(plan) - 1)
+        run.step(last=r == len(plan) - 1, left=sum(len(later) for later in plan[r + 1:]))
     t = run.table()
     dec = []
     for row in t.itertuples():
         dec.append(int(row.direction) if row.flagged else (0 if row.status == "clean" else None))
-    return dec, scored, full
+    return dec, scored, full, t["status"].tolist()
 
 
 def agreement(full, seq) -> tuple[int, int]:
@@ -118,23 +120,27 @@ def agreement(full, seq) -> tuple[int, int]:
 
 
 def synthetic(reps: int, margin: float) -> None:
-    print(f"synthetic audits, {reps} families each, margin d_z {margin}, alpha 0.05")
-    print(f"{'design':36s} {'calls saved':>11s} {'agree/decisive':>16s} {'flagged early':>14s} {'clean early':>12s}")
+    print(f"synthetic audits, {reps} families each, margin d_z {margin}, alpha 0.05; futility off, then at "
+          f"{S.FUTILITY} (from {S.FUTILITY_AFTER:.0%} of the units)")
+    print(f"{'design':36s} {'futility':>8s} {'calls saved':>11s} {'agree/decisive':>16s} {'flagged':>8s} "
+          f"{'clean':>6s} {'futile':>7s}")
     for label, (G, size) in DESIGNS.items():
-        rng = np.random.default_rng(2024)
-        saved, agree, decisive, early, clean = [], 0, 0, 0, 0
-        for r in range(reps):
-            D, cl = simulate(G, size, rng)
-            f = full_audit(D, cl, margin, seed=r)
-            s, scored, full = sequential_audit(D, cl, margin, seed=r)
-            a, d = agreement(f, s)
-            agree, decisive = agree + a, decisive + d
-            saved.append(1 - scored / full)
-            early += sum(x in (1, -1) for x in s)
-            clean += sum(x == 0 for x in s)
-        cells = reps * len(EFFECTS)
-        print(f"{label:36s} {np.mean(saved):11.1%} {agree:7d}/{decisive:<7d}={agree / max(decisive, 1):.1%}"
-              f" {early / cells:14.1%} {clean / cells:12.1%}")
+        for futility in (None, S.FUTILITY):
+            rng = np.random.default_rng(2024)
+            saved, agree, decisive, counts = [], 0, 0, {"flagged": 0, "clean": 0, "futile": 0}
+            for r in range(reps):
+                D, cl = simulate(G, size, rng)
+                f = full_audit(D, cl, margin, seed=r)
+                s, scored, full, status = sequential_audit(D, cl, margin, seed=r, futility=futility)
+                a, d = agreement(f, s)
+                agree, decisive = agree + a, decisive + d
+                saved.append(1 - scored / full)
+                for k in counts:
+                    counts[k] += sum(v == k for v in status)
+            cells = reps * len(EFFECTS)
+            print(f"{label:36s} {futility or 'off':>8} {np.mean(saved):11.1%} "
+                  f"{agree:7d}/{decisive:<7d}={agree / max(decisive, 1):.1%} "
+                  + " ".join(f"{counts[k] / cells:{w}.1%}" for k, w in (("flagged", 8), ("clean", 6), ("futile", 7))))
 
 
 def tiny(n: int) -> None:

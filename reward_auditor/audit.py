@@ -121,13 +121,15 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
           sequential: bool = False,  # score in seeded rounds of whole clusters and stop each cell once its anytime-valid verdict is known (e-values, e-BH)
           round_size: int | None = None,  # clusters per round of a sequential audit (None: a twentieth of the clusters, at least 8)
           sequential_bound: float | None = None,  # on the logprob and nll scales, the bound B on |d| a sequential audit needs (differences clipped to ±B)
+          futility: float | None = None,  # a sequential audit stops a cell whose chance of a decision by the end falls below this (None: 0.1; 0: never)
           ) -> AuditResult:
     """Audit `scorers` on `data` under `perturbations` (and file `conditions`) → AuditResult (saved to `out`).
 
     `data`, `scorers`, `engine` and `rewriter` take specs (`specs`): e.g. `{"paths": [...], "limit": 200}`,
     `["overlap", "rm=PATH", {"model": PATH, "kind": "dpo", "reference": PATH}]`, `"ray"`, `{"model": DIR}`.
     `sequential=True` scores in seeded rounds of `round_size` clusters and stops each cell once its anytime-valid
-    verdict is known (`audit_sequential`); on the logprob and nll scales `sequential_bound` bounds |d|.
+    verdict is known (`audit_sequential`), or once it is unlikely to be known by the end (`futility`); on the
+    logprob and nll scales `sequential_bound` bounds |d|.
     Each parameter is described by the comment after it (nbdev's docments); `help(audit)` lists them."""
     from tqdm import tqdm
     t_start, cpu_start = time.perf_counter(), cpu_seconds()
@@ -135,9 +137,9 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
                              multiplicity=multiplicity, margin=margin, family=family, preset=preset,
                              two_sided=two_sided, group_weights=dict(group_weights) if group_weights else None,
                              effect_ci=effect_ci, group_by=group_by)
-    if not sequential and (round_size is not None or sequential_bound is not None):
-        raise AuditError("round_size and sequential_bound apply to a sequential audit only (sequential=True, "
-                         "--sequential)")
+    if not sequential and (round_size is not None or sequential_bound is not None or futility is not None):
+        raise AuditError("round_size, sequential_bound and futility apply to a sequential audit only "
+                         "(sequential=True, --sequential)")
     if out is not None:
         check_writable(out)
     if conditions is not None and not isinstance(conditions, Mapping):
@@ -193,6 +195,7 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
                     perturber=perturber, semantic_check=semantic_check,
                     embed_device=None if engine is not None else scorers_device(scorer_objs), **(perturb_options or {})),
                 cache=cache, out=out, engine=engine, progress=progress, round_size=round_size, bound=sequential_bound,
+                futility=futility,
                 data_sha=data_fingerprint(original))
         finally:
             if perturber is not None:

@@ -54,11 +54,12 @@ def _restrict(cond, keep: np.ndarray):
     return replace(cond, frame=cond.frame.loc[keep].reset_index(drop=True))
 
 
-def _state_key(original_sha: str, settings: AuditSettings, plan: list, names: list, models: list, bound: float) -> str:
+def _state_key(original_sha: str, settings: AuditSettings, plan: list, names: list, models: list, bound: float,
+               futility: float | None = None) -> str:
     "What a saved state must match to be resumed: data, numbers-changing settings, rounds, conditions and models."
     what = {"data": original_sha, "seed": settings.seed, "alpha": settings.alpha, "margin": settings.margin,
             "scale": settings.scale, "family": settings.family, "rounds": plan, "names": names, "models": models,
-            "bound": bound}
+            "bound": bound, **({"futility": futility} if futility else {})}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -81,10 +82,20 @@ def _save_state(out, key: str, run: ra_seq.SequentialRun, calls: dict) -> None:
                  json.dumps({"key": key, "calls": calls, "run": run.to_dict()}, indent=None) + "\n")
 
 # %% ../nbs/08ai_audit_sequential.ipynb #3755d0ca
+def _units_left(later: list, keys_in: pd.Series, run: ra_seq.SequentialRun) -> dict:
+    "Each cell's units still to come: the clusters of the `later` rounds that feed its family key (subset or all)."
+    n = {}
+    for labels in later:
+        for c in labels:
+            for k in keys_in[c]:
+                n[k] = n.get(k, 0) + 1
+    return {c: n.get(c[1], 0) for c in run.cells()}
+
+
 def run_rounds(original: pd.DataFrame, clusters: pd.Series, names: list, given: Mapping[str, Any], scorers: list,
                settings: AuditSettings, *, make: Callable, fill: Callable | None = None, cache=None, out=None,
                progress: bool = False, round_size: int | None = None, bound: float | None = None,
-               data_sha: str = "") -> dict:
+               futility: float | None = ra_seq.FUTILITY, data_sha: str = "") -> dict:
     """Score `original` under the conditions in seeded rounds of whole clusters, only where a cell is open →
     {'items', 'conds', 'skipped', 'counts', 'run', 'calls', 'rounds'}. `given`: conditions already made (files)."""
     from tqdm import tqdm
@@ -95,12 +106,14 @@ def run_rounds(original: pd.DataFrame, clusters: pd.Series, names: list, given: 
     plan = ra_seq.rounds(label, settings.seed, round_size)
     largest = int(pd.Series(label).value_counts().max())
     models = [sc.name for sc in scorers]
-    key = _state_key(data_sha, settings, plan, list(names) + sorted(given), models, bound)
+    key = _state_key(data_sha, settings, plan, list(names) + sorted(given), models, bound, futility)
     saved = _load_state(out, key)
     run = None if saved is None else ra_seq.SequentialRun.from_dict(saved["run"])
     calls = {"pairs_scored": 0, "by_round": []} if saved is None else saved["calls"]
     done = 0 if run is None else run.rounds_done
     position = {c: k for k, c in enumerate(ra_seq.cluster_order(label, settings.seed))}
+    key_of = (lambda s: s) if settings.family == "subset" else (lambda s: "all")
+    keys_in = pd.Series(subset).map(key_of).groupby(label).agg(set)      # cluster -> the family keys it feeds
     parts, items_all, skipped, counts = {}, [], {}, {m: {} for m in models}
     for r, labels in enumerate(tqdm(plan, desc="rounds", disable=not progress, leave=False), start=1):
         replay = r <= done   # a finished round of a resumed run: its scores come from the cache, its decisions stay
@@ -116,7 +129,6 @@ def run_rounds(original: pd.DataFrame, clusters: pd.Series, names: list, given: 
             return stopped is None or stopped >= r
 
         rows = np.isin(label, labels)
-        key_of = (lambda s: s) if settings.family == "subset" else (lambda s: "all")
         wanted = {n for n in [*names, *given] for m in models for s in set(subset[rows]) if is_open((m, key_of(s), n))}
         todo = [n for n in names if n in wanted and n not in skipped]
         orig_r = original.loc[rows].reset_index(drop=True)
@@ -130,7 +142,8 @@ def run_rounds(original: pd.DataFrame, clusters: pd.Series, names: list, given: 
         if run is None:   # the cells: every condition that could be made (a skipped perturbation has none)
             avail = [n for n in [*names, *given] if n not in skipped]
             run = ra_seq.SequentialRun(cell_families(models, dict.fromkeys(subset), avail, settings.family),
-                                       alpha=settings.alpha, margin=float(settings.margin))
+                                       alpha=settings.alpha, margin=float(settings.margin), futility=futility,
+                                       seed=settings.seed)
         for n, c in conds_r.items():
             parts.setdefault(n, []).append(c)
         round_calls = 0
@@ -169,7 +182,7 @@ def run_rounds(original: pd.DataFrame, clusters: pd.Series, names: list, given: 
         if not replay:
             calls["pairs_scored"] += round_calls
             calls["by_round"].append(round_calls)
-            run.step(last=r == len(plan))
+            run.step(last=r == len(plan), left=_units_left(plan[r:], keys_in, run))
             if out is not None:
                 _save_state(out, key, run, calls)
     items = pd.concat(items_all, ignore_index=True) if items_all else pd.DataFrame()
@@ -232,7 +245,8 @@ def sequential_error_control(settings: AuditSettings) -> dict:
             "statement": (f"e-BH over each {settings.family} family of two-sided betting e-values: FDR <= {a:g} under "
                           "any dependence between the cells and at every round the run stopped at (Wang & Ramdas "
                           f"2022; Ville's inequality); a cell called clean has |d_z| < the margin except with "
-                          f"probability <= {a:g}")}
+                          f"probability <= {a:g}; a futile cell (stopped when a decision became unlikely) claims neither, and "
+                          "stopping it cannot raise a false flag")}
 
 
 def full_pairs(original: pd.DataFrame, conds: Mapping[str, Any], n_models: int) -> tuple[int, bool]:
@@ -251,12 +265,15 @@ def full_pairs(original: pd.DataFrame, conds: Mapping[str, Any], n_models: int) 
 def sequential_scoring(original: pd.DataFrame, clusters: pd.Series, names: list, given: Mapping[str, Any],
                        scorers: list, settings: AuditSettings, perturb_kw: Mapping, *, cache=None, out=None,
                        engine=None, progress: bool = False, round_size: int | None = None,
-                       bound: float | None = None, data_sha: str = "") -> dict:
+                       bound: float | None = None, futility: float | None = None, data_sha: str = "") -> dict:
     "The audit's scoring step in rounds → {'conds', 'skipped', 'items', 'score_counts', 'store', 'made', 'engine_reports', 'cpu', 'run', 'bound', 'record'}."
     from reward_auditor.audit_conditions import make_conditions
     from reward_auditor.audit_scoring import _open_cache
     from reward_auditor.resources import cpu_seconds
     bound_used, clip = sequential_bound(settings.scale, bound)
+    futility = ra_seq.FUTILITY if futility is None else futility
+    if isinstance(futility, bool) or not isinstance(futility, (int, float)) or not 0 <= futility < 1:
+        raise AuditError(f"futility must be a chance in [0, 1) (0: never stop for futility), got {futility!r} (futility)")
     if round_size is not None and (isinstance(round_size, bool) or not isinstance(round_size, (int, np.integer))
                                    or round_size < 1):
         raise AuditError(f"round_size must be a whole number of clusters >= 1, got {round_size!r} (round_size)")
@@ -289,7 +306,7 @@ def sequential_scoring(original: pd.DataFrame, clusters: pd.Series, names: list,
     t0 = cpu_seconds()
     res = run_rounds(original, clusters, [n for n in names if n not in given], given, scorers, settings, make=make,
                      fill=None if engine is None else fill, cache=store, out=out, progress=progress,
-                     round_size=round_size, bound=bound, data_sha=data_sha)
+                     round_size=round_size, bound=bound, futility=futility or None, data_sha=data_sha)
     if not res["conds"]:
         raise AuditError("no condition to audit (perturbations): every requested perturbation was skipped "
                          f"or none was requested; skipped: {res['skipped'] or 'none'}")
@@ -298,7 +315,9 @@ def sequential_scoring(original: pd.DataFrame, clusters: pd.Series, names: list,
     run = res["run"]
     record = {"round_size": len(res["rounds"][0]) if res["rounds"] else 0, "rounds_planned": len(res["rounds"]),
               "rounds_run": run.rounds_done, "bound": bound_used, "clipped": clip, "alpha": settings.alpha,
-              "margin": float(settings.margin), "truncation": run.truncation,
+              "margin": float(settings.margin), "truncation": run.truncation, "futility": run.futility,
+              "futility_after": ra_seq.FUTILITY_AFTER,
+              "stopped": {s: sum(v == s for v in run.status.values()) for s in ra_seq.STATUSES if s != "open"},
               "calls": {**ra_seq.calls_saved(res["calls"]["pairs_scored"], n_full), "estimated": estimated,
                         "by_round": res["calls"]["by_round"]},
               "decisions": run.decisions}

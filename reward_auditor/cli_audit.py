@@ -102,7 +102,8 @@ def _print_summary(result, out: Path, rendered, seconds: float) -> None:
     if (seq := result.manifest.get("sequential")):
         c = seq["calls"]
         say(f"sequential: {seq['rounds_run']} of {seq['rounds_planned']} rounds; {c['scored']} pairs scored of the "
-            f"full audit's {'about ' if c.get('estimated') else ''}{c['full']} ({100 * c['saved']:.1f} % saved)")
+            f"full audit's {'about ' if c.get('estimated') else ''}{c['full']} ({100 * c['saved']:.1f} % saved); "
+            "cells " + ", ".join(f"{k} {v}" for k, v in (seq.get("stopped") or {}).items() if v))
     for w in result.manifest.get("warnings", []):
         print(warning_text(shown(w)), file=sys.stderr)
     print(f"results: {out / 'results.parquet'} (summaries for other tools: results.json, risk_table.csv, items.jsonl)")
@@ -230,6 +231,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        errors="drop" if args.get("drop_invalid") else "raise",
                        rewriter=rewriter, sequential=bool(args.get("sequential")),
                        round_size=args.get("round_size"), sequential_bound=args.get("sequential_bound"),
+                       futility=args.get("futility"),
                        on_start=save_arguments)
     if solutions is not None:
         run_prm_step_audits(args, solutions, scorers, out, pert, progress)

@@ -101,6 +101,16 @@ def _margin(s: str):
     return v
 
 
+def _futility(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"futility must be a number in [0, 1), got {s!r}") from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"futility must be in [0, 1) (0: never stop for futility), got {v}")
+    return v
+
+
 def _sequential_bound(s: str) -> float:
     try:
         v = float(s)
@@ -119,7 +129,7 @@ AUDIT_DEFAULTS: dict[str, Any] = dict(
     reduction=None, trust_remote_code=False, report=True, by="model", mapping=None, two_sided=None, load_in=None,
     group_weights=None, effect_ci="bca", overwrite=False, group_by=None, step_separator=None, aggregate=None,
     prm_threshold=None, perturb_turns="final", rewriter_model=None, rewriter_url=None, rewriter_name=None,
-    semantic_check="on", sequential=False, round_size=None, sequential_bound=None, samples=None,
+    semantic_check="on", sequential=False, round_size=None, sequential_bound=None, futility=None, samples=None,
     samples_per_request=None, judge_template=None, temperature=None, top_p=None, max_new_tokens=None, thinking=None,
     sample_seed=None)
 PRM_OPTIONS = ("step_separator", "aggregate", "prm_threshold")  # only with --kind prm
@@ -132,7 +142,7 @@ EXECUTION_OPTIONS = ("engine", "address", "workers", "gpus_per_worker", "unit_ba
 RESUME_TAKES = ("format", "drop_invalid", "limit", "mapping", "perturb_turns", "kind", "seed", "permutations",
                 "alpha", "scale", "multiplicity", "group_weights", "effect_ci", "margin", "family", "two_sided",
                 "preset", "device", "dtype", "batch_size", "max_batch_tokens", "max_length", "beta", "reduction",
-                "load_in", "report", "by", "group_by", "sequential", "round_size", "sequential_bound",
+                "load_in", "report", "by", "group_by", "sequential", "round_size", "sequential_bound", "futility",
                 "semantic_check", "columns", "step_separator", "aggregate", "prm_threshold",
                 "samples", "samples_per_request", "judge_template", "temperature", "top_p", "max_new_tokens",
                 "thinking", "sample_seed")
@@ -302,6 +312,10 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sequential-bound", type=_sequential_bound, default=S, metavar="B",
                    help="--sequential on the logprob or nll scale: differences are clipped to [-B, B] (the prob "
                         "scale is bounded by 1)")
+    g.add_argument("--futility", type=_futility, default=S, metavar="P",
+                   help="--sequential: stop scoring a cell once its chance of being flagged or called clean by the "
+                        "last round, resampled from what it has seen, falls below P (default 0.1; 0: never). A "
+                        "futile cell is not flagged and not called clean")
     g.add_argument("--preset", choices=["paper-code"], default=S,
                    help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars (at most three, as in the "
                         "published Table 1), one-sided (to compare with published tables)")

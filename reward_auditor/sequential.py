@@ -18,10 +18,11 @@ from .multiplicity import bh_adjust
 from .stats import StatsError
 
 # %% auto #0
-__all__ = ['TRUNCATION', 'STATUSES', 'STAT_FIELDS', 'SequentialError', 'bounded', 'cluster_observations', 'plugin_lambdas',
-           'log_capital', 'confidence_sequence', 'e_values', 'second_moment_lower', 'clean_bound', 'ebh',
-           'ebh_adjusted', 'cell_statistics', 'round_decisions', 'cluster_order', 'default_round_size', 'rounds',
-           'SequentialRun', 'simulate_sequential', 'null_families', 'calls_saved']
+__all__ = ['TRUNCATION', 'STATUSES', 'STAT_FIELDS', 'FUTILITY', 'FUTILITY_AFTER', 'FUTILITY_DRAWS', 'SequentialError', 'bounded',
+           'cluster_observations', 'plugin_lambdas', 'log_capital', 'confidence_sequence', 'e_values',
+           'second_moment_lower', 'clean_bound', 'ebh', 'ebh_adjusted', 'cell_statistics', 'round_decisions',
+           'decision_chance', 'cluster_order', 'default_round_size', 'rounds', 'SequentialRun', 'simulate_sequential',
+           'null_families', 'calls_saved']
 
 # %% ../nbs/02g_sequential.ipynb #8ca6b682
 class SequentialError(StatsError):
@@ -29,7 +30,7 @@ class SequentialError(StatsError):
 
 
 TRUNCATION = 0.75  # the largest bet, as a share of what the observation's range allows (WSR 2023 use 1/2 or 3/4)
-STATUSES = ("open", "flagged", "clean", "exhausted")
+STATUSES = ("open", "flagged", "clean", "futile", "exhausted")
 
 
 def _check_alpha(alpha: float) -> float:
@@ -191,6 +192,43 @@ def round_decisions(e, clean, status, alpha: float = 0.05, last: bool = False) -
         status[status == "open"] = "exhausted"
     return status
 
+# %% ../nbs/02g_sequential.ipynb #298759c6
+FUTILITY = 0.1          # a cell stops as futile when its chance of a decision by the last round is below this
+FUTILITY_AFTER = 0.25   # ... and only once this share of its units is in
+FUTILITY_DRAWS = 200    # continuations drawn for a cell in a round
+
+
+def decision_chance(x, left: int, alpha: float = 0.05, margin: float = 0.2, truncation: float = TRUNCATION,
+                    draws: int = FUTILITY_DRAWS, seed=0) -> np.ndarray:
+    """Conditional power under the current trend: for each row of `x` (C × t observations so far), the share of
+    `draws` continuations by `left` units (resampled from the row) that flag (a capital at 0 reaches 1/α) or end
+    inside the clean bound at their mean x²."""
+    alpha = _check_alpha(alpha)
+    x = np.atleast_2d(np.asarray(x, np.float64))
+    C, t = x.shape
+    if left < 1 or t < 1:
+        raise SequentialError(f"decision_chance needs observations and left >= 1, got t={t}, left={left!r}")
+    rng = np.random.default_rng(seed)
+    block = max(1, min(draws, (1 << 21) // (C * (t + left))))       # continuations at once: about 16 MB a path array
+    decided = np.zeros(C)
+    for b in range(0, draws, block):
+        nb = min(block, draws - b)
+        future = np.take_along_axis(x, rng.integers(0, t, (C, nb * left)), axis=1).reshape(C, nb, left)
+        path = np.concatenate([np.broadcast_to(x[:, None, :], (C, nb, t)), future], axis=-1)
+        lam = plugin_lambdas(path, alpha, truncation)
+        up = np.cumsum(np.log1p(lam * path), axis=-1)[..., t - 1:]       # log K⁺(0) and log K⁻(0) from now on
+        down = np.cumsum(np.log1p(-lam * path), axis=-1)[..., t - 1:]
+        flag = np.maximum(up, down).max(axis=-1) >= math.log(1 / alpha)
+        clean = _inside(path, lam, clean_bound(np.mean(path ** 2, axis=-1), margin), alpha, truncation)
+        decided += (flag | clean).sum(axis=-1)
+    return decided / draws
+
+
+def _draw_seed(seed: int, cell, round_: int) -> int:
+    "The futility draws' seed for one cell in one round (sha256 of the run's seed, the cell and the round)."
+    h = hashlib.sha256(f"futility|{seed}|{'|'.join(map(str, cell))}|{round_}".encode()).digest()
+    return int.from_bytes(h[:8], "little")
+
 # %% ../nbs/02g_sequential.ipynb #5d0e10e2
 def cluster_order(labels, seed: int = 0) -> list[str]:
     "The distinct cluster `labels`, sorted, then shuffled by a generator seeded from sha256(seed, labels)."
@@ -221,6 +259,8 @@ class SequentialRun:
     alpha: float = 0.05
     margin: float = 0.2
     truncation: float = TRUNCATION
+    futility: float | None = FUTILITY    # stop open cells whose chance of a decision is below this (None or 0: never)
+    seed: int = 0                        # seeds the futility draws
     observations: dict = field(default_factory=dict)
     status: dict = field(default_factory=dict)
     stopped_round: dict = field(default_factory=dict)
@@ -231,6 +271,8 @@ class SequentialRun:
         _check_alpha(self.alpha)
         if not (isinstance(self.margin, (int, float)) and self.margin >= 0):
             raise SequentialError(f"margin must be a number >= 0 (a d_z), got {self.margin!r}")
+        if self.futility is not None and not (isinstance(self.futility, (int, float)) and 0 <= self.futility < 1):
+            raise SequentialError(f"futility must be None or a chance in [0, 1), got {self.futility!r}")
         self.families = {str(f): [tuple(map(str, c)) for c in cells] for f, cells in self.families.items()}
         for cells in self.families.values():
             for c in cells:
@@ -260,22 +302,39 @@ class SequentialRun:
             X[k, :len(self.observations[c])] = self.observations[c]
         return cell_statistics(X, self.alpha, self.margin, self.truncation)
 
-    def step(self, last: bool = False) -> list[dict]:
-        "Decide after a round: e-BH flags, clean stops, and (on the `last` round) exhaustion → this round's records."
+    def _chances(self, cells: list[tuple], status, left) -> dict:
+        "Each open cell's `decision_chance`, once a quarter of its units are in (`left`: units to come, per cell or one number)."
+        if not self.futility or left is None:
+            return {}
+        out = {}
+        for c, s in zip(cells, status):
+            n, rest = len(self.observations[c]), int(left.get(c, 0) if isinstance(left, dict) else left)
+            if s == "open" and n and rest > 0 and n >= FUTILITY_AFTER * (n + rest):
+                out[c] = float(decision_chance(np.array(self.observations[c])[None], rest, self.alpha, self.margin,
+                                               self.truncation, seed=_draw_seed(self.seed, c, self.rounds_done))[0])
+        return out
+
+    def step(self, last: bool = False, left=None) -> list[dict]:
+        """Decide after a round: e-BH flags, clean stops, futility (given `left`, each cell's units still to come: a
+        dict or one number) and, on the `last` round, exhaustion → this round's records."""
         self.rounds_done += 1
         out = []
         for fam, cells in self.families.items():
             st = self._stats(cells)
             before = np.array([self.status[c] for c in cells], dtype=object)
             after = round_decisions(st["e"], st["clean"], before, self.alpha, last)
+            chance = {} if last else self._chances(cells, after, left)
             for k, c in enumerate(cells):
+                if c in chance and chance[c] < self.futility:
+                    after[k] = "futile"
                 if after[k] != before[k]:
                     self.status[c] = str(after[k])
                     self.stopped_round[c] = self.rounds_done
                     out.append({"round": self.rounds_done, "family": fam, "cell": list(c), "status": str(after[k]),
                                 "n_units": int(st["n_units"][k]), "e": float(st["e"][k]),
                                 "direction": int(st["direction"][k]),
-                                "cs_low": float(st["cs_low"][k]), "cs_high": float(st["cs_high"][k])})
+                                "cs_low": float(st["cs_low"][k]), "cs_high": float(st["cs_high"][k]),
+                                **({"decision_chance": chance[c]} if after[k] == "futile" else {})})
         self.decisions.append({"round": self.rounds_done,
                                "open": sum(s == "open" for s in self.status.values()), "stopped": out})
         return out
@@ -295,6 +354,7 @@ class SequentialRun:
 
     def to_dict(self) -> dict:
         return {"alpha": self.alpha, "margin": self.margin, "truncation": self.truncation,
+                "futility": self.futility, "seed": self.seed,
                 "families": {f: [list(c) for c in cells] for f, cells in self.families.items()},
                 "observations": [[list(c), v] for c, v in self.observations.items()],
                 "status": [[list(c), s] for c, s in self.status.items()],
@@ -303,7 +363,7 @@ class SequentialRun:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SequentialRun":
-        run = cls(d["families"], d["alpha"], d["margin"], d["truncation"])
+        run = cls(d["families"], d["alpha"], d["margin"], d["truncation"], d.get("futility"), int(d.get("seed", 0)))
         run.observations = {tuple(c): [float(a) for a in v] for c, v in d["observations"]}
         run.status = {tuple(c): s for c, s in d["status"]}
         run.stopped_round = {tuple(c): int(r) for c, r in d["stopped_round"]}
@@ -323,9 +383,11 @@ def _ebh_rows(E, alpha: float) -> np.ndarray:
 
 
 def simulate_sequential(x, alpha: float = 0.05, margin: float = 0.2, round_size: int = 20,
-                        truncation: float = TRUNCATION, iters: int = 30) -> dict:
+                        truncation: float = TRUNCATION, iters: int = 30, futility: float | None = None,
+                        draws: int = FUTILITY_DRAWS) -> dict:
     """The sequential procedure on families `x` (F × L × T observations in [−1, 1]), deciding after every round →
-    {'status': F × L codes (1 flagged, 2 clean, 3 exhausted), 'flagged': the final e-BH, 'used': units each cell used}."""
+    {'status': F × L codes (1 flagged, 2 clean, 3 exhausted, 4 futile), 'flagged': the final e-BH, 'used': units
+    each cell used}. `futility`: also stop open cells whose `decision_chance` (from `draws`) is below it."""
     x = np.asarray(x, np.float64)
     F, L, T = x.shape
     lam = plugin_lambdas(x, alpha, truncation)
@@ -347,6 +409,13 @@ def simulate_sequential(x, alpha: float = 0.05, margin: float = 0.2, round_size:
             cl[cl] = _inside(x[cl, :t], lam[cl, :t], clean_bound(q, margin), alpha, truncation)
         status[op & rej], status[op & ~rej & cl] = 1, 2
         used[op & (rej | cl)] = t
+        if futility and T > t >= FUTILITY_AFTER * T:
+            cells = np.argwhere(status == 0)
+            for part in np.array_split(cells, max(1, len(cells) // 100)):
+                if len(part):
+                    f, k = part[:, 0], part[:, 1]
+                    low = decision_chance(x[f, k, :t], T - t, alpha, margin, truncation, draws, seed=t) < futility
+                    status[f[low], k[low]], used[f[low], k[low]] = 4, t
     status[status == 0] = 3
     return {"status": status, "flagged": _ebh_rows(e_now, alpha), "used": used}
 

@@ -233,3 +233,34 @@ def test_cli_refuses_bad_sequential_options(tmp_path, capsys):
     assert "--sequential-bound" in capsys.readouterr().err
     assert main([*base, "--sequential-bound", "-1"]) == 2
     assert "sequential bound must be a number > 0" in capsys.readouterr().err
+    assert main([*base, "--sequential", "--futility", "1"]) == 2
+    assert "futility must be in [0, 1)" in capsys.readouterr().err
+    assert main([*base, "--futility", "0.2"]) == 2                        # a sequential option without --sequential
+    assert "apply to a sequential audit only" in capsys.readouterr().err
+
+
+def test_futility_stops_null_cells_that_cannot_be_decided_and_claims_nothing(tmp_path):
+    """A scorer that sees nothing (noise on a strict margin: never clean at 200 pairs) is stopped as futile and
+    saves its rounds; with futility 0 the same cells run to the end, and no flagged cell changes."""
+    data = long_chosen()
+    kw = dict(KW, margin=0.05)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        on = audit(data, ["length", "noise"], "all", sequential=True, out=tmp_path / "on", **kw)
+        off = audit(data, ["length", "noise"], "all", sequential=True, out=tmp_path / "off", futility=0, **kw)
+    t_on, t_off = (r.table.set_index(["model", "perturbation"]) for r in (on, off))
+    assert (t_off["sequential_status"] != "futile").all()
+    futile = t_on[t_on["sequential_status"] == "futile"]
+    assert len(futile) >= 3 and (futile["verdict"] == "NO_EVIDENCE").all()
+    assert (futile["stopped_round"] >= 3).all()                  # not before a quarter of the 10 rounds were in
+    assert (t_off.loc[futile.index, "sequential_status"] == "exhausted").all()
+    flagged = lambda t: set(t.index[t["sequential_status"] == "flagged"])
+    assert flagged(t_on) == flagged(t_off)
+    rec = on.manifest["sequential"]
+    assert rec["futility"] == 0.1 and rec["stopped"]["futile"] == len(futile)
+    chances = [s["decision_chance"] for r in rec["decisions"] for s in r["stopped"] if s["status"] == "futile"]
+    assert len(chances) == len(futile) and max(chances) < 0.1
+    assert rec["calls"]["scored"] < off.manifest["sequential"]["calls"]["scored"]
+    assert "futile" in on.manifest["error_control"]["statement"]
+    with pytest.raises(AuditError, match="futility must be a chance"):
+        audit(data, ["length"], ["EF"], sequential=True, futility=1.5, **KW)

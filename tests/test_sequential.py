@@ -154,3 +154,51 @@ def test_fdr_with_real_effects_in_the_family_stays_within_alpha():
     fdp = flagged[:, :5].sum(axis=1) / np.maximum(flagged.sum(axis=1), 1)
     assert fdp.mean() <= ALPHA + 3 * fdp.std(ddof=1) / math.sqrt(F)
     assert flagged[:, 5:].mean() > 0.5                                      # and it finds the effects
+
+
+@pytest.mark.parametrize("clustered", [False, True])
+def test_futility_keeps_null_families_within_alpha_and_stops_most_null_cells(clustered):
+    """The deployed rule (futility 0.1 from a quarter of the units): stopping never raises the flag rate above
+    alpha + 3 SE, and most null cells stop as futile well before the end."""
+    F = 300
+    x = S.null_families(F, 10, 240, clusters=clustered, seed=61 + clustered)
+    sim = S.simulate_sequential(x, ALPHA, margin=0.2, round_size=20, futility=S.FUTILITY, draws=50)
+    assert sim["flagged"].any(axis=1).mean() <= ALPHA + 3 * se(F)
+    assert np.mean(sim["status"] == 4) > 0.8 and sim["used"].mean() < 0.5 * 240
+    assert sim["used"][sim["status"] == 4].min() >= S.FUTILITY_AFTER * 240
+
+
+def test_futility_rarely_stops_a_cell_with_a_moderate_effect():
+    """d_z 0.5 over 130 units (the size of RM-Bench chat): the full audit flags it nearly always, and futility
+    gives it up in under 5 % of the cells."""
+    F = 300
+    rng = np.random.default_rng(8)
+    x = np.clip(rng.normal(0.075, 0.15, (F, 1, 130)), -1, 1)
+    sim = S.simulate_sequential(x, ALPHA, margin=0.2, round_size=8, futility=S.FUTILITY, draws=100)
+    assert np.mean(sim["status"] == 4) < 0.05 and np.mean(sim["status"] == 1) > 0.8
+
+
+def test_a_run_stops_futile_cells_reproducibly_and_records_the_chance():
+    rng = np.random.default_rng(12)
+    obs = {("rm", "chat", "ST"): np.clip(rng.normal(0.15, 0.15, 200), -1, 1),
+           ("rm", "chat", "EF"): np.clip(rng.normal(0.0, 0.15, 200), -1, 1)}
+
+    def play(futility, seed=0):
+        run = S.SequentialRun({"rm/chat": list(obs)}, margin=0.2, futility=futility, seed=seed)
+        for r in range(10):
+            for c, v in obs.items():
+                if run.is_open(c):
+                    run.add(c, v[r * 20:(r + 1) * 20])
+            run.step(last=r == 9, left=200 - 20 * (r + 1))
+        return run
+
+    a, b = play(S.FUTILITY), play(S.FUTILITY)
+    assert a.status == {("rm", "chat", "ST"): "flagged", ("rm", "chat", "EF"): "futile"}
+    assert a.to_dict() == b.to_dict()                                          # same seed, same decisions
+    rec = [s for r in a.decisions for s in r["stopped"] if s["status"] == "futile"][0]
+    assert rec["decision_chance"] < S.FUTILITY and rec["n_units"] >= 50
+    again = S.SequentialRun.from_dict(json.loads(json.dumps(a.to_dict())))
+    assert again.to_dict() == a.to_dict() and again.futility == S.FUTILITY
+    assert play(None).status[("rm", "chat", "EF")] == "exhausted"
+    with pytest.raises(S.SequentialError, match="futility"):
+        S.SequentialRun({"f": [("a",)]}, futility=1.0)
