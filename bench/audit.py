@@ -1,6 +1,7 @@
 """Default audit of n RM-Bench pairs with a control scorer: this tree against a baseline tree, CPU, wall and peak RSS.
 
 Usage: OMP_NUM_THREADS=1 python bench/audit.py --base /tmp/base55 [--n 200] [--permutations 10000] [--repeats 3]
+       [--report]  (each run then renders its report too, as `reward-auditor audit` does by default)
 (the RM-Bench files are read from $REWARD_AUDITOR_SHARED_DATA/rm-bench, else ../shared/data/rm-bench)
 
 Make the baseline tree outside the repository first, e.g. `git archive 55bb319 | tar -x -C /tmp/base55` (the
@@ -37,6 +38,9 @@ from reward_auditor.audit import audit
 df = pd.read_parquet(sys.argv[2])
 t0 = time.perf_counter()
 r = audit(df, sys.argv[4], "all", permutations=int(sys.argv[5]), out=sys.argv[6], progress=False)
+if sys.argv[7] == "report":   # the report as the command line renders it (a notebook kernel: a child process)
+    from reward_auditor.report import render
+    render(sys.argv[6])
 wall = time.perf_counter() - t0
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"cpu": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, "wall": wall,
@@ -45,11 +49,13 @@ print(json.dumps({"cpu": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_sti
 """
 
 
-def run(tree: Path, scorer: str, data: Path, permutations: int, out: Path, cache: Path, store: str) -> dict:
+def run(tree: Path, scorer: str, data: Path, permutations: int, out: Path, cache: Path, store: str,
+        report: bool = False) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "REWARD_AUDITOR_CACHE": str(cache), "REWARD_AUDITOR_STORE": store, "TOKENIZERS_PARALLELISM": "false",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
-    r = subprocess.run([sys.executable, "-c", RUN, str(tree), str(data), "0", scorer, str(permutations), str(out)],
+    r = subprocess.run([sys.executable, "-c", RUN, str(tree), str(data), "0", scorer, str(permutations), str(out),
+                        "report" if report else "-"],
                        env=env, capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"audit in {tree} failed:\n{r.stderr[-3000:]}")
@@ -76,6 +82,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=1,
                     help="first audits of base and ours alternated this many times; medians compared (CPU seconds "
                          "on a shared machine vary by about 10 %% from run to run)")
+    ap.add_argument("--report", action="store_true",
+                    help="render each run's report too (the command line's default), its kernel's CPU included")
     a = ap.parse_args()
     rows: dict[str, list] = {"base first": [], "ours first": []}
     with tempfile.TemporaryDirectory() as d:
@@ -86,14 +94,15 @@ def main():
         items(a.n, "rmbench-all").to_parquet(data, index=False)
         for k in range(a.repeats):
             rows["base first"].append(run(Path(a.base), "length", data, a.permutations, d / f"base{k}",
-                                          minilm_cache(d / f"b{k}"), "off"))
+                                          minilm_cache(d / f"b{k}"), "off", a.report))
             rows["ours first"].append(run(REPO, "length", data, a.permutations, d / f"o{k}",
-                                          minilm_cache(d / f"c{k}"), "on"))
-        rows["ours second"] = [run(REPO, "overlap", data, a.permutations, d / "second", d / "c0", "on")]
+                                          minilm_cache(d / f"c{k}"), "on", a.report))
+        rows["ours second"] = [run(REPO, "overlap", data, a.permutations, d / "second", d / "c0", "on", a.report)]
         shutil.rmtree(d, ignore_errors=True)
     med = {k: {m: float(np.median([r[m] for r in v])) for m in ("cpu", "wall", "rss_mib")} for k, v in rows.items()}
     b = med["base first"]
-    print(f"default audit, {a.n} RM-Bench pairs, control scorer, B={a.permutations}, one torch thread, "
+    print(f"default audit{' with its report' if a.report else ''}, {a.n} RM-Bench pairs, control scorer, "
+          f"B={a.permutations}, one torch thread, "
           f"{a.repeats} alternated run(s) of each first audit (medians; CPU range in brackets)")
     print(f"{'run':12s} {'CPU s':>8s} {'range':>15s} {'wall s':>8s} {'RSS MiB':>8s} {'CPU ratio':>10s} {'RSS ratio':>10s}")
     for k, m in med.items():
