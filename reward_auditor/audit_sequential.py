@@ -246,7 +246,7 @@ def sequential_error_control(settings: AuditSettings) -> dict:
                           "any dependence between the cells and at every round the run stopped at (Wang & Ramdas "
                           f"2022; Ville's inequality); a cell called clean has |d_z| < the margin except with "
                           f"probability <= {a:g}; a futile cell (stopped when a decision became unlikely) claims neither, and "
-                          "stopping it cannot raise a false flag")}
+                          "stopping it keeps the FDR guarantee (a stopped e-process is still an e-value)")}
 
 
 def full_pairs(original: pd.DataFrame, conds: Mapping[str, Any], n_models: int) -> tuple[int, bool]:

@@ -192,7 +192,7 @@ def round_decisions(e, clean, status, alpha: float = 0.05, last: bool = False) -
         status[status == "open"] = "exhausted"
     return status
 
-# %% ../nbs/02g_sequential.ipynb #298759c6
+# %% ../nbs/02g_sequential.ipynb #1ae8a93b
 FUTILITY = 0.1          # a cell stops as futile when its chance of a decision by the last round is below this
 FUTILITY_AFTER = 0.25   # ... and only once this share of its units is in
 FUTILITY_DRAWS = 200    # continuations drawn for a cell in a round
