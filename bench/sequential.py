@@ -18,8 +18,8 @@ off and on. Calls are pairs scored (each pair is two forward passes of a reward
 model); the full audit scores every original and every changed pair.
 
 `tiny`: the end-to-end audit (`audit(..., sequential=True)` against `audit(...)`) of a tiny random reward model
-on RM-Bench chat: scorer forward passes counted by the run (manifest `scores.computed`), verdicts compared on
-the cells the full audit decides.
+and the length control (which RM-Bench's perturbations do move) on RM-Bench chat: scores computed counted by the
+run (manifest `scores.computed`), verdicts compared on the cells the full audit decides.
 
 Nothing here asserts a number; it prints them.
 """
@@ -160,12 +160,12 @@ def tiny(n: int) -> None:
         runs = {}
         for mode in ("full", "sequential"):
             t0 = time.perf_counter()
-            res = audit(data, [spec], "all", out=d / mode, progress=False, sequential=mode == "sequential",
+            res = audit(data, [spec, "length"], "all", out=d / mode, progress=False, sequential=mode == "sequential",
                         cache=d / f"cache-{mode}.sqlite", semantic_check=False)
             runs[mode] = (res, time.perf_counter() - t0)
         full, seq = runs["full"][0], runs["sequential"][0]
         calls = {k: r.manifest["scores"]["computed"] for k, (r, _) in runs.items()}
-        print(f"tiny RM on RM-Bench chat ({len(data)} pairs): forward passes full {calls['full']}, sequential "
+        print(f"tiny RM and the length control on RM-Bench chat ({len(data)} pairs): scores full {calls['full']}, sequential "
               f"{calls['sequential']} ({1 - calls['sequential'] / max(calls['full'], 1):.1%} saved); wall "
               f"{runs['full'][1]:.1f} s vs {runs['sequential'][1]:.1f} s")
         key = ["model", "subset", "perturbation"]
