@@ -18,8 +18,9 @@ off and on. Calls are pairs scored (each pair is two forward passes of a reward
 model); the full audit scores every original and every changed pair.
 
 `tiny`: the end-to-end audit (`audit(..., sequential=True)` against `audit(...)`) of a tiny random reward model
-and the length control (which RM-Bench's perturbations do move) on RM-Bench chat: scores computed counted by the
-run (manifest `scores.computed`), verdicts compared on the cells the full audit decides.
+and the length control on RM-Bench chat: scores computed counted by the run (manifest `scores.computed`),
+verdicts compared on the cells the full audit decides. At 129 pairs the full audit decides none of these
+cells, so the agreement there checks nothing; the synthetic part is where agreement is measured.
 
 Nothing here asserts a number; it prints them.
 """

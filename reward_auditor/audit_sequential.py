@@ -59,7 +59,7 @@ def _state_key(original_sha: str, settings: AuditSettings, plan: list, names: li
     "What a saved state must match to be resumed: data, numbers-changing settings, rounds, conditions and models."
     what = {"data": original_sha, "seed": settings.seed, "alpha": settings.alpha, "margin": settings.margin,
             "scale": settings.scale, "family": settings.family, "rounds": plan, "names": names, "models": models,
-            "bound": bound, **({"futility": futility} if futility else {})}
+            "bound": bound, **({"futility": [futility, ra_seq.FUTILITY_AFTER, ra_seq.FUTILITY_DRAWS]} if futility else {})}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
 
 

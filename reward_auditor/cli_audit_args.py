@@ -313,9 +313,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="--sequential on the logprob or nll scale: differences are clipped to [-B, B] (the prob "
                         "scale is bounded by 1)")
     g.add_argument("--futility", type=_futility, default=S, metavar="P",
-                   help="--sequential: stop scoring a cell once its chance of being flagged or called clean by the "
-                        "last round, resampled from what it has seen, falls below P (default 0.1; 0: never). A "
-                        "futile cell is not flagged and not called clean")
+                   help="--sequential: stop scoring a cell once a quarter of its units are in and fewer than P of "
+                        "the continuations resampled from them could still flag it or call it clean (default "
+                        "0.1; 0: never). A futile cell is neither flagged nor called clean")
     g.add_argument("--preset", choices=["paper-code"], default=S,
                    help="paper-code: nll scale, d_z with ddof 0, pooled BH, raw-p stars (at most three, as in the "
                         "published Table 1), one-sided (to compare with published tables)")

@@ -88,10 +88,11 @@ def _sequential_rows(m: dict) -> list[tuple[str, str]]:
             ("decision", f"a cell stops when e-BH over its {s.get('family')} family flags it at alpha = "
                          f"{s.get('alpha')}, or when its confidence sequence lies inside the clean bound of margin "
                          f"{s.get('margin_used', s.get('margin'))} (d_z)"
-                         + (f"; as futile (not flagged, not clean) once a quarter of its units are in and fewer than "
-                            f"{100 * q['futility']:g} % of continuations resampled from them would decide it"
-                            if q.get("futility") else "") + "; else when the data run out"),
-            ("cells", ", ".join(f"{k} {v}" for k, v in (q.get("stopped") or {}).items()) or "none"),
+                         + (f"; as futile (not flagged, not clean) once {100 * q.get('futility_after', 0.25):g} % of "
+                            f"its units are in and fewer than {100 * q['futility']:g} % of continuations resampled "
+                            "from them could still decide it" if q.get("futility") else "")
+                         + "; else when the data run out"),
+            *([("cells", ", ".join(f"{k} {v}" for k, v in q["stopped"].items() if v))] if q.get("stopped") else []),
             ("model calls", f"{c.get('scored')} pairs scored of the full audit's {full}: "
                             f"{100 * float(c.get('saved', 0)):.1f} % saved")]
 

@@ -193,27 +193,34 @@ def round_decisions(e, clean, status, alpha: float = 0.05, last: bool = False) -
     return status
 
 # %% ../nbs/02g_sequential.ipynb #1ae8a93b
-FUTILITY = 0.1          # a cell stops as futile when its chance of a decision by the last round is below this
+FUTILITY = 0.1          # a cell stops as futile when its (optimistic) chance of a decision by the end is below this
 FUTILITY_AFTER = 0.25   # ... and only once this share of its units is in
 FUTILITY_DRAWS = 200    # continuations drawn for a cell in a round
 
 
 def decision_chance(x, left: int, alpha: float = 0.05, margin: float = 0.2, truncation: float = TRUNCATION,
                     draws: int = FUTILITY_DRAWS, seed=0) -> np.ndarray:
-    """Conditional power under the current trend: for each row of `x` (C × t observations so far), the share of
-    `draws` continuations by `left` units (resampled from the row) that flag (a capital at 0 reaches 1/α) or end
-    inside the clean bound at their mean x²."""
+    """Conditional power under the current trend, erring high: for each row of `x` (C × t observations so far),
+    the share of `draws` continuations by `left` units (resampled from the row) in which one capital at 0 reaches
+    1/α (every e-BH flag needs that) or which end inside the clean bound at their mean x². `seed`: one for every
+    row, or a list of one per row; a row's chance does not depend on the rows beside it."""
     alpha = _check_alpha(alpha)
     x = np.atleast_2d(np.asarray(x, np.float64))
     C, t = x.shape
     if left < 1 or t < 1:
         raise SequentialError(f"decision_chance needs observations and left >= 1, got t={t}, left={left!r}")
-    rng = np.random.default_rng(seed)
-    block = max(1, min(draws, (1 << 21) // (C * (t + left))))       # continuations at once: about 16 MB a path array
+    if not np.isfinite(x).all():
+        raise SequentialError("decision_chance needs finite observations (a row padded with NaN is not one cell's data)")
+    seeds = list(seed) if isinstance(seed, (list, tuple)) else [seed] * C
+    if len(seeds) != C:
+        raise SequentialError(f"seed: one, or one per row of x ({C}), got {len(seeds)}")
+    rngs = [np.random.default_rng(s) for s in seeds]
+    block = max(1, min(draws, (1 << 21) // (t + left)))       # continuations a row at once: 16 MB of path a row
     decided = np.zeros(C)
     for b in range(0, draws, block):
         nb = min(block, draws - b)
-        future = np.take_along_axis(x, rng.integers(0, t, (C, nb * left)), axis=1).reshape(C, nb, left)
+        pick = np.stack([r.integers(0, t, nb * left) for r in rngs])
+        future = np.take_along_axis(x, pick, axis=1).reshape(C, nb, left)
         path = np.concatenate([np.broadcast_to(x[:, None, :], (C, nb, t)), future], axis=-1)
         lam = plugin_lambdas(path, alpha, truncation)
         up = np.cumsum(np.log1p(lam * path), axis=-1)[..., t - 1:]       # log K⁺(0) and log K⁻(0) from now on
@@ -224,9 +231,15 @@ def decision_chance(x, left: int, alpha: float = 0.05, margin: float = 0.2, trun
     return decided / draws
 
 
+def _no_units_left(cell, left) -> bool:
+    "Whether `left` (units to come: per cell, or one number) says none are to come for `cell`."
+    rest = left.get(cell) if isinstance(left, dict) else left
+    return rest is not None and int(rest) == 0
+
+
 def _draw_seed(seed: int, cell, round_: int) -> int:
     "The futility draws' seed for one cell in one round (sha256 of the run's seed, the cell and the round)."
-    h = hashlib.sha256(f"futility|{seed}|{'|'.join(map(str, cell))}|{round_}".encode()).digest()
+    h = hashlib.sha256("\x00".join(["futility", str(seed), *map(str, cell), str(round_)]).encode()).digest()
     return int.from_bytes(h[:8], "little")
 
 # %% ../nbs/02g_sequential.ipynb #5d0e10e2
@@ -303,13 +316,20 @@ class SequentialRun:
         return cell_statistics(X, self.alpha, self.margin, self.truncation)
 
     def _chances(self, cells: list[tuple], status, left) -> dict:
-        "Each open cell's `decision_chance`, once a quarter of its units are in (`left`: units to come, per cell or one number)."
-        if not self.futility or left is None:
+        """Each open cell's `decision_chance`, once a quarter of its units are in (`left`: units to come, per cell or
+        one number; a cell it does not name is left alone); 0 for a cell with none to come (it is exhausted, whether
+        or not futility is on)."""
+        if left is None:
             return {}
         out = {}
         for c, s in zip(cells, status):
-            n, rest = len(self.observations[c]), int(left.get(c, 0) if isinstance(left, dict) else left)
-            if s == "open" and n and rest > 0 and n >= FUTILITY_AFTER * (n + rest):
+            rest = left.get(c) if isinstance(left, dict) else left
+            if rest is None:
+                continue
+            n, rest = len(self.observations[c]), int(rest)
+            if s == "open" and rest == 0:
+                out[c] = 0.0
+            elif self.futility and s == "open" and n and n >= FUTILITY_AFTER * (n + rest):
                 out[c] = float(decision_chance(np.array(self.observations[c])[None], rest, self.alpha, self.margin,
                                                self.truncation, seed=_draw_seed(self.seed, c, self.rounds_done))[0])
         return out
@@ -325,7 +345,9 @@ class SequentialRun:
             after = round_decisions(st["e"], st["clean"], before, self.alpha, last)
             chance = {} if last else self._chances(cells, after, left)
             for k, c in enumerate(cells):
-                if c in chance and chance[c] < self.futility:
+                if c in chance and _no_units_left(c, left):
+                    after[k] = "exhausted"
+                elif c in chance and chance[c] < self.futility:
                     after[k] = "futile"
                 if after[k] != before[k]:
                     self.status[c] = str(after[k])
@@ -414,7 +436,8 @@ def simulate_sequential(x, alpha: float = 0.05, margin: float = 0.2, round_size:
             for part in np.array_split(cells, max(1, len(cells) // 100)):
                 if len(part):
                     f, k = part[:, 0], part[:, 1]
-                    low = decision_chance(x[f, k, :t], T - t, alpha, margin, truncation, draws, seed=t) < futility
+                    seeds = [[t, int(a), int(b)] for a, b in zip(f, k)]      # one stream per family, cell and round
+                    low = decision_chance(x[f, k, :t], T - t, alpha, margin, truncation, draws, seed=seeds) < futility
                     status[f[low], k[low]], used[f[low], k[low]] = 4, t
     status[status == 0] = 3
     return {"status": status, "flagged": _ebh_rows(e_now, alpha), "used": used}

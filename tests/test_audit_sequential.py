@@ -264,3 +264,32 @@ def test_futility_stops_null_cells_that_cannot_be_decided_and_claims_nothing(tmp
     assert "futile" in on.manifest["error_control"]["statement"]
     with pytest.raises(AuditError, match="futility must be a chance"):
         audit(data, ["length"], ["EF"], sequential=True, futility=1.5, **KW)
+
+
+@pytest.mark.parametrize("family", ["subset", "model"])
+def test_units_left_count_what_each_cell_will_still_see(family, tmp_path, monkeypatch):
+    """Clusters of three items spread over three subsets: after every round, a cell's units so far plus the units
+    the run says are still to come equal what the cell sees by the end (futility off, so every cell runs out)."""
+    from reward_auditor import sequential as S
+    seen = []
+    step = S.SequentialRun.step
+
+    def spy(self, last=False, left=None):
+        seen.append(({c: len(v) for c, v in self.observations.items()}, left, last))
+        return step(self, last, left)
+
+    monkeypatch.setattr(S.SequentialRun, "step", spy)
+    data = long_chosen(120)
+    data["subset"] = np.random.default_rng(1).choice(["a", "b", "c"], len(data))
+    data["grp"] = [f"g{k // 3}" for k in range(len(data))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = audit(data, ["noise"], ["EF", "LE"], sequential=True, progress=False, semantic_check=False,
+                    margin=0.0, round_size=5, futility=0, family=family, group_by="grp", out=tmp_path)
+    t = res.table.set_index(["model", "subset", "perturbation"])
+    final = t.loc[t["sequential_status"] == "exhausted", "n_clusters"]
+    assert len(final) >= 0.8 * len(t) and len(seen) == res.manifest["sequential"]["rounds_planned"] and seen[-1][2]
+    for n, left, last in seen[:-1]:
+        for c, k in n.items():
+            if c in final.index:
+                assert k + left[c] == final[c], (c, k, left[c])
