@@ -127,7 +127,9 @@ def risk_styler(table: pd.DataFrame, rows: Sequence[str] = ("model",), value: st
         for j in range(eff.shape[1]):
             e, s = eff.iat[i, j], stars.iat[i, j]
             mark = '' if s in ('ns', None) or pd.isna(s) else str(s)
-            text.iat[i, j] = (f"undefined {mark.lstrip('*')}".strip() if pd.isna(e) and isinstance(why.iat[i, j], str)
+            m = mark.lstrip('*')                          # an undefined d_z keeps its marks, a letter set apart
+            m = m[:-1] + " u" if m.endswith("u") else m   # ("undefined° u", not "undefined°u")
+            text.iat[i, j] = (f"undefined{m}" if pd.isna(e) and isinstance(why.iat[i, j], str)
                               and why.iat[i, j] else "" if pd.isna(e) else f"{e:+.2f}{mark}")
     finite = np.abs(eff.to_numpy(float)[np.isfinite(eff.to_numpy(float))])
     vmax = float(np.percentile(finite, 95)) if finite.size else 1.0
