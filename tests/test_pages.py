@@ -43,7 +43,19 @@ def pages(tmp_path_factory):
         for kind, res in diagnostics.items():
             out[f"{kind} page"] = render_diagnostic(save_diagnostic(res, root / kind)).html
     out["PRM step report"] = prm_step_run(root / "prm") / "report.html"  # written by `audit` itself
+    out["verifier page"] = verifier_page(root / "verifier")
+    seq = root / "seq"   # a sequential run's report: its header carries the rounds, the stops and the calls saved
+    audit(load_sample(), ["length", "noise"], ["EF", "LE", "SP"], sequential=True, out=seq, progress=False)
+    out["sequential report"] = render(seq).html
     return out
+
+
+def verifier_page(root):
+    "A certified metamorphic audit of two answer verifiers on a few golds, saved and rendered as the CLI does."
+    from reward_auditor.report import render_diagnostic, save_diagnostic
+    from reward_auditor.verifiers import verifier_audit
+    res = verifier_audit(["string", "numeric-sympy"], golds=["42", r"\frac{3}{5}", "2.5"], workers=1)
+    return render_diagnostic(save_diagnostic(res, root)).html
 
 
 def prm_step_run(root):
@@ -66,7 +78,7 @@ def prm_step_run(root):
 
 
 KINDS = ["model report", "subset report", "runs compared", "compare.html", "heterogeneity page", "protocol page", "meta page",
-         "calibration page", "PRM step report"]
+         "calibration page", "PRM step report", "verifier page", "sequential report"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
