@@ -27,9 +27,8 @@ import random
 import re
 import threading
 import time
-from http.server import ThreadingHTTPServer
 
-from fake_vllm import JSONHandler
+from fake_vllm import JSONHandler, LocalServer
 
 JUDGES = ("length-judge", "position-judge", "null-judge", "flaky-judge")
 _A = re.compile(r"\[Answer A\]\n(.*?)\n\[End of Answer A\]", re.S)
@@ -71,7 +70,7 @@ def spell(fmt: str, side: str) -> str:
     return "[[C]]" if side == "tie" else f"[[{side}]]"
 
 
-class FakeJudgeServer:
+class FakeJudgeServer(LocalServer):
     def __init__(self, fail_rate: float = 0.25, delay: float = 0.0, fail: list[int] | None = None,
                  judges=JUDGES, die_after: int | None = None, port: int = 0, max_prompt_words: int | None = None):
         self.fail_rate, self.delay, self.fail, self.judges = float(fail_rate), float(delay), list(fail or []), tuple(judges)
@@ -117,11 +116,7 @@ class FakeJudgeServer:
                     with fake.lock:
                         fake.active -= 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", int(port)), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.serve(Handler, port)
 
     def _side(self, model: str, a: str, b: str, rng: random.Random) -> str:
         if model == "position-judge":
@@ -191,16 +186,6 @@ class FakeJudgeServer:
     @property
     def invalid_emitted(self) -> int:
         return len(self.invalid_seen)
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 if __name__ == "__main__":  # serve until killed: python tests/fake_judge.py [PORT [JUDGE ...]]

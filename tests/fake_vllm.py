@@ -39,7 +39,30 @@ class JSONHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         self.sent(code)
 
-class FakeVLLM:
+class LocalServer:
+    "A ThreadingHTTPServer on 127.0.0.1 answered from a daemon thread; `close` (or leaving a `with`) stops it once."
+    def serve(self, handler: type, port: int = 0) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", int(port)), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.closed = False
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class FakeVLLM(LocalServer):
     def __init__(self, rm: str | None = None, lm: str | None = None, name: str | None = None, delay: float = 0.0,
                  fail: list[int] | None = None, die_after: int | None = None, ignore_activation: bool = False,
                  slow_first: float = 0.0, boost: dict | None = None):
@@ -106,12 +129,7 @@ class FakeVLLM:
                     return 200, fake.chat(body)
                 return 404, {"error": {"message": f"no route {self.path}"}}
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-        self.closed = False
+        self.serve(Handler)
 
     def classify(self, body):
         import torch
@@ -161,15 +179,3 @@ class FakeVLLM:
         return {"id": "chatcmpl-fake", "object": "chat.completion", "model": self.name,
                 "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": first["token"]},
                              "logprobs": {"content": [content]} if body.get("logprobs") else None}]}
-
-    def close(self):
-        if not self.closed:
-            self.closed = True
-            self.httpd.shutdown()
-            self.httpd.server_close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
