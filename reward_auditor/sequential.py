@@ -201,9 +201,10 @@ FUTILITY_DRAWS = 200    # continuations drawn for a cell in a round
 def decision_chance(x, left: int, alpha: float = 0.05, margin: float = 0.2, truncation: float = TRUNCATION,
                     draws: int = FUTILITY_DRAWS, seed=0) -> np.ndarray:
     """Conditional power under the current trend, erring high: for each row of `x` (C × t observations so far),
-    the share of `draws` continuations by `left` units (resampled from the row) in which one capital at 0 reaches
-    1/α (every e-BH flag needs that) or which end inside the clean bound at their mean x². `seed`: one for every
-    row, or a list of one per row; a row's chance does not depend on the rows beside it."""
+    the share of `draws` continuations by `left` units (resampled from the row) in which, at some unit, one capital
+    at 0 reaches 1/α (every e-BH flag needs that) or the sequence lies inside the clean bound taken at the
+    continuation's mean x². `seed`: one for every row, or a list of one per row; a row's chance does not depend on
+    the rows beside it."""
     alpha = _check_alpha(alpha)
     x = np.atleast_2d(np.asarray(x, np.float64))
     C, t = x.shape
@@ -226,7 +227,11 @@ def decision_chance(x, left: int, alpha: float = 0.05, margin: float = 0.2, trun
         up = np.cumsum(np.log1p(lam * path), axis=-1)[..., t - 1:]       # log K⁺(0) and log K⁻(0) from now on
         down = np.cumsum(np.log1p(-lam * path), axis=-1)[..., t - 1:]
         flag = np.maximum(up, down).max(axis=-1) >= math.log(1 / alpha)
-        clean = _inside(path, lam, clean_bound(np.mean(path ** 2, axis=-1), margin), alpha, truncation)
+        b = clean_bound(np.mean(path ** 2, axis=-1), margin)[..., None]   # the bound at the continuation's mean x²
+        lam_b = np.minimum(lam, truncation / (1 - b))                      # the capitals `_inside` bets, at ±b
+        low = np.cumsum(np.log1p(lam_b * (path + b)), axis=-1)[..., t - 1:]
+        high = np.cumsum(np.log1p(-lam_b * (path - b)), axis=-1)[..., t - 1:]
+        clean = ((low >= math.log(2 / alpha)) & (high >= math.log(2 / alpha))).any(axis=-1)
         decided += (flag | clean).sum(axis=-1)
     return decided / draws
 
