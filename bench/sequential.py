@@ -1,6 +1,7 @@
 """Model calls a sequential audit saves against the full audit, and how often the two agree where the full audit decides.
 
-Usage: OMP_NUM_THREADS=1 python bench/sequential.py [--part synthetic|tiny|all] [--reps 200] [--n-tiny 129]
+Usage: OMP_NUM_THREADS=1 python bench/sequential.py [--part synthetic|tiny|judges|all] [--reps 200] [--n-tiny 129]
+       [--n-judges 129]
 (the RM-Bench files are read from $REWARD_AUDITOR_SHARED_DATA/rm-bench, else ../shared/data/rm-bench)
 
 `synthetic`: audits simulated at the level of the paired differences, with the effect sizes the Reward Auditor
@@ -21,6 +22,11 @@ model); the full audit scores every original and every changed pair.
 and the length control on RM-Bench chat: scores computed counted by the run (manifest `scores.computed`),
 verdicts compared on the cells the full audit decides. At 129 pairs the full audit decides none of these
 cells, so the agreement there checks nothing; the synthetic part is where agreement is measured.
+
+`judges`: generative judges served over HTTP (the tests' in-process fake judge server: a length-biased judge, a
+position-biased one and a blind one; 4 samples in both orders) on synthetic pairs under three conditions (padding
+the rejected answer, padding the chosen one, a prompt prefix): generations asked of the server, full against
+sequential, and agreement on the cells the full audit flags.
 
 Nothing here asserts a number; it prints them.
 """
@@ -180,17 +186,48 @@ def tiny(n: int) -> None:
         print("  " + str(seq.manifest.get("sequential", {}).get("calls")))
 
 
+def judges(n: int) -> None:
+    "Generative judges (the in-process fake judge server of the tests): generations asked for, full against sequential."
+    sys.path.insert(0, str(REPO / "tests"))
+    from fake_judge import FakeJudgeServer
+    from test_genjudge import conditions, judge
+    from tiny_models import make_pairs
+    from reward_auditor.audit import audit
+    data = make_pairs(n, seed=21)
+    kw = dict(perturbations=None, conditions=conditions(data), permutations=2000, progress=False)
+    with FakeJudgeServer() as server:
+        runs, asked = {}, {}
+        for mode in ("full", "sequential"):
+            before = server.choices
+            runs[mode] = audit(data, [judge(server, j) for j in ("length-judge", "position-judge", "null-judge")],
+                               sequential=mode == "sequential", **kw)
+            asked[mode] = server.choices - before
+    print(f"generative judges (length, position, blind; 4 samples, both orders) on {n} pairs, 3 conditions: "
+          f"generations full {asked['full']}, sequential {asked['sequential']} "
+          f"({1 - asked['sequential'] / asked['full']:.1%} saved)")
+    key = ["model", "perturbation"]
+    m = runs["full"].table[key + ["verdict"]].merge(
+        runs["sequential"].table[key + ["verdict", "sequential_status"]], on=key, suffixes=("_full", "_seq"))
+    decisive = m[m["verdict_full"] != "NO_EVIDENCE"]
+    print(f"  cells the full audit flags: {len(decisive)}; the sequential audit agrees on "
+          f"{int((decisive['verdict_full'] == decisive['verdict_seq']).sum())}")
+    print(m.to_string(index=False))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", choices=["synthetic", "tiny", "all"], default="all")
+    ap.add_argument("--part", choices=["synthetic", "tiny", "judges", "all"], default="all")
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--margin", type=float, default=0.2)
     ap.add_argument("--n-tiny", type=int, default=129)
+    ap.add_argument("--n-judges", type=int, default=129)
     a = ap.parse_args()
     if a.part in ("synthetic", "all"):
         synthetic(a.reps, a.margin)
     if a.part in ("tiny", "all"):
         tiny(a.n_tiny)
+    if a.part in ("judges", "all"):
+        judges(a.n_judges)
 
 
 if __name__ == "__main__":

@@ -364,3 +364,26 @@ def test_the_result_hands_its_verdicts_to_the_sampled_statistics(server):
     # the position judge picks slot A 8 times in 10 whatever it is shown: its first slot wins in both orders
     assert (o.loc["position-judge", "first_slot_share"] > 0.9).all() and (o.loc["position-judge", "p_adjusted"] < 0.01).all()
     assert (o.loc["length-judge", "position_bias"].abs() < 0.2).all()
+
+
+def test_a_sequential_audit_of_judges_spends_fewer_generations_and_agrees_where_the_full_one_flags(server):
+    """The length judge's padded cells are flagged within a few rounds and the blind judge's cells stop as futile,
+    so the sequential audit asks the server for far fewer generations; on every cell the full audit flags, it
+    flags the same way."""
+    data = make_pairs(80, seed=21)
+    kw = dict(perturbations=None, conditions=conditions(data), permutations=1000, progress=False)
+    scorers = lambda: [judge(server, "length-judge"), judge(server, "null-judge")]
+    before = server.choices
+    full = audit(data, scorers(), **kw)
+    full_calls, before = server.choices - before, server.choices
+    seq = audit(data, scorers(), sequential=True, round_size=10, **kw)
+    seq_calls = server.choices - before
+    assert seq_calls < 0.6 * full_calls
+    key = ["model", "perturbation"]
+    m = full.table[key + ["verdict"]].merge(seq.table[key + ["verdict", "sequential_status"]], on=key,
+                                            suffixes=("_full", "_seq"))
+    flagged = m[m["verdict_full"].isin(["UNSUITABLE", "IMPROVES"])]
+    assert len(flagged) >= 2 and (flagged["verdict_full"] == flagged["verdict_seq"]).all()
+    blind = m[m["model"] == "null-judge"]
+    assert set(blind["sequential_status"]) <= {"futile", "exhausted", "clean"} and (blind["verdict_seq"] == "NO_EVIDENCE").all()
+    assert seq.manifest["sequential"]["calls"]["saved"] > 0.4
