@@ -69,8 +69,10 @@ def kernel_name() -> str:
         _JUPYTER_DIR = private_dir("reward-auditor-jupyter-")
     root = _JUPYTER_DIR
     kdir = root / "kernels" / KERNEL_NAME
+    # CRITICAL: jupyter_client interrupts a kernel before every shutdown, and ipykernel logs the interrupt it
+    # catches as an ERROR on the kernel's stderr, which is ours: a line on the terminal that no user caused
     spec = {"argv": [sys.executable, "-P", "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                     "--IPKernelApp.log_level=ERROR"],
+                     "--IPKernelApp.log_level=CRITICAL"],
             "display_name": "reward-auditor (this Python)", "language": "python"}
     kdir.mkdir(parents=True, exist_ok=True)
     f = kdir / "kernel.json"
