@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from .cli_common import CLIError, _alpha, _positive_int, cli_syntax, is_input_error
+from .cli_common import CLIError, _alpha, _number, _positive_int, cli_syntax, is_input_error
 from .specs import SpecError, split_name
 
 # %% auto #0
@@ -90,35 +90,12 @@ def _group_weights(s: str) -> dict:
 
 
 def _margin(s: str):
-    if s == "auto":
-        return s
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"margin must be a number >= 0 or 'auto', got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"margin must be >= 0, got {v}")
-    return v
+    "The margin: 'auto' or a number >= 0."
+    return s if s == "auto" else _number("margin", lambda v: v >= 0, "a number >= 0 or 'auto'")(s)
 
 
-def _futility(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"futility must be a number in [0, 1), got {s!r}") from None
-    if not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"futility must be in [0, 1) (0: never stop for futility), got {v}")
-    return v
-
-
-def _sequential_bound(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"sequential bound must be a number, got {s!r}") from None
-    if not 0 < v < float("inf"):
-        raise argparse.ArgumentTypeError(f"sequential bound must be a number > 0, got {v}")
-    return v
+_futility = _number("futility", lambda v: 0 <= v < 1, "a number in [0, 1) (0: never stop for futility)")
+_sequential_bound = _number("sequential bound", lambda v: 0 < v < float("inf"), "a number > 0")
 
 
 AUDIT_DEFAULTS: dict[str, Any] = dict(

@@ -96,26 +96,24 @@ class _Parser(argparse.ArgumentParser):
         raise CLIError(message, self.prog)
 
 
-def _positive_int(name: str):
-    def conv(s: str) -> int:
+def _number(name: str, ok: Callable, need: str, kind: type = float):
+    "An option's type: `kind(text)`, kept when `ok` holds for it, else one error '`name` must be `need`' (NaN never passes)."
+    def conv(s: str):
         try:
-            v = int(s)
+            v = kind(s)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a whole number, got {s!r}") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {v}")
+            raise argparse.ArgumentTypeError(f"{name} must be {need}, got {s!r}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"{name} must be {need}, got {v}")
         return v
     return conv
 
 
-def _alpha(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"alpha must be a number, got {s!r}") from None
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"alpha must lie strictly between 0 and 1, got {v}")
-    return v
+def _positive_int(name: str):
+    return _number(name, lambda v: v >= 1, "a whole number >= 1", int)
+
+
+_alpha = _number("alpha", lambda v: 0 < v < 1, "a number strictly between 0 and 1")
 
 
 def _common(p: argparse.ArgumentParser) -> None:

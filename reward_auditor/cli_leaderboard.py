@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .cli_common import _alpha, _common
+from .cli_common import _alpha, _common, _number
 
 # %% auto #0
 __all__ = ['EPILOG', 'example_folder', 'add_leaderboard', 'cmd_leaderboard']
@@ -31,14 +31,7 @@ def example_folder() -> Path:
     return Path(reward_auditor.__file__).resolve().parent / "examples" / "leaderboard"
 
 
-def _positive(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"sign flips must be a whole number, got {s!r}") from None
-    if v < 100:
-        raise argparse.ArgumentTypeError(f"use at least 100 sign flips, got {s}")
-    return v
+_sign_flips = _number("sign flips", lambda v: v >= 100, "a whole number >= 100", int)
 
 
 def add_leaderboard(sub) -> argparse.ArgumentParser:
@@ -61,7 +54,7 @@ def add_leaderboard(sub) -> argparse.ArgumentParser:
     p.add_argument("--drop-invalid", action="store_true",
                    help="count and skip files that do not parse and models with repeated ids")
     p.add_argument("--alpha", type=_alpha, default=0.05, help="FDR level of BH over each subset's pairs (default 0.05)")
-    p.add_argument("--permutations", type=_positive, default=10_000,
+    p.add_argument("--permutations", type=_sign_flips, default=10_000,
                    help="sign flips per pair where McNemar does not apply (default 10000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sign flips (default 0)")
     p.add_argument("--tolerance", type=float, default=0.0005,

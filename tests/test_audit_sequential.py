@@ -228,13 +228,13 @@ def test_cli_refuses_bad_sequential_options(tmp_path, capsys):
     from reward_auditor.cli import main
     base = ["audit", "--data", "sample", "--scorer", "length", "--out", str(tmp_path / "o"), "-q", "--no-report"]
     assert main([*base, "--sequential", "--round-size", "0"]) == 2
-    assert "round size must be >= 1" in capsys.readouterr().err
+    assert "round size must be a whole number >= 1" in capsys.readouterr().err
     assert main([*base, "--sequential", "--scale", "nll"]) == 2
     assert "--sequential-bound" in capsys.readouterr().err
     assert main([*base, "--sequential-bound", "-1"]) == 2
     assert "sequential bound must be a number > 0" in capsys.readouterr().err
     assert main([*base, "--sequential", "--futility", "1"]) == 2
-    assert "futility must be in [0, 1)" in capsys.readouterr().err
+    assert "futility must be a number in [0, 1)" in capsys.readouterr().err
     assert main([*base, "--futility", "0.2"]) == 2                        # a sequential option without --sequential
     assert "apply to a sequential audit only" in capsys.readouterr().err
 
