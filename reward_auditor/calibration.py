@@ -7,7 +7,6 @@ Docs: https://reward-auditor.github.io/reward_auditor/calibration.html.md"""
 # %% ../nbs/02e_calibration.ipynb #97aedd2a
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from .multiplicity import bh_adjust
 from .run_settings import run_settings
 from .safety import atomic_write, md_escape
 from .tables import write_summaries
-from .stats import cluster_index, cluster_sums, signflip_tests
+from .stats import cluster_index, cluster_sums, family_seed, signflip_tests
 
 # %% auto #0
 __all__ = ['N_BINS', 'STRATA', 'STRATA_CUTS', 'TABLE_COLUMNS', 'FRAMES', 'ACCURACY_NOTE', 'win_probability', 'brier', 'log_loss',
@@ -311,8 +310,7 @@ def length_controlled_accuracy(margin, len_chosen, len_rejected, level: float = 
 # %% ../nbs/02e_calibration.ipynb #f6557b66
 def _family_seed(seed: int, *parts: str) -> int:
     "A family's own seed from the run seed and its labels (sha256; independent of order and process)."
-    h = hashlib.sha256("|".join(["calibration", str(seed), *map(str, parts)]).encode()).digest()
-    return int.from_bytes(h[:8], "little") >> 1
+    return family_seed("calibration", seed, *parts)
 
 
 def _metrics(m: np.ndarray, W: np.ndarray, codes: np.ndarray, G: int, w_sum: np.ndarray, *, n_bins: int, level: float,

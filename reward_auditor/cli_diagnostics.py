@@ -98,11 +98,16 @@ def _diagnostic_out(p: argparse.ArgumentParser) -> None:
                    help="skip the HTML report")
 
 
+def _diagnostic_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
+    "A diagnostic's parser: its help line, its epilog (`EPILOGS[name]`) and the common options."
+    p = sub.add_parser(name, help=help, epilog=EPILOGS[name], formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(p)
+    return p
+
+
 def add_heterogeneity(sub) -> argparse.ArgumentParser:
     "The parser of `heterogeneity`."
-    h = sub.add_parser("heterogeneity", help="subset x correct/incorrect heterogeneity of per-prompt results",
-                       epilog=EPILOGS["heterogeneity"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    _common(h)
+    h = _diagnostic_parser(sub, "heterogeneity", "subset x correct/incorrect heterogeneity of per-prompt results")
     h.add_argument("paths", nargs="*",
                    help="per-prompt results files (JSON or JSON lines, one model each) or saved audit folders")
     _example(h, "heterogeneity")
@@ -124,9 +129,7 @@ def add_heterogeneity(sub) -> argparse.ArgumentParser:
 
 def add_verifier_audit(sub) -> argparse.ArgumentParser:
     "The parser of `verifier-audit`."
-    v = sub.add_parser("verifier-audit", help="certified metamorphic audit of answer verifiers",
-                       epilog=EPILOGS["verifier-audit"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    _common(v)
+    v = _diagnostic_parser(sub, "verifier-audit", "certified metamorphic audit of answer verifiers")
     v.add_argument("--verifier", action="append", default=None,
                    help="built-in verifier name (repeatable; default: the four built-ins)")
     v.add_argument("--golds", default=None, help="a file of gold answers")
@@ -144,9 +147,7 @@ def add_verifier_audit(sub) -> argparse.ArgumentParser:
 
 def add_protocol(sub) -> argparse.ArgumentParser:
     "The parser of `protocol`."
-    pr = sub.add_parser("protocol", help="the pre-RL protocol on on-policy samples and rewards",
-                        epilog=EPILOGS["protocol"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    _common(pr)
+    pr = _diagnostic_parser(sub, "protocol", "the pre-RL protocol on on-policy samples and rewards")
     pr.add_argument("samples", nargs="?", default=None,
                     help="on-policy samples file (prompt_id, k, gold, domain; reward columns optional)")
     _example(pr, "protocol")
@@ -171,9 +172,7 @@ def add_protocol(sub) -> argparse.ArgumentParser:
 
 def add_meta(sub) -> argparse.ArgumentParser:
     "The parser of `meta`."
-    m = sub.add_parser("meta", help="meta-analyses over saved audits (benchmarks, correlations, downstream)",
-                       epilog=EPILOGS["meta"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    _common(m)
+    m = _diagnostic_parser(sub, "meta", "meta-analyses over saved audits (benchmarks, correlations, downstream)")
     m.add_argument("paths", nargs="*", help="saved audit folders or table files (one benchmark each)")
     _example(m, "meta")
     m.add_argument("--downstream", default=None, metavar="FILE",
@@ -193,9 +192,7 @@ def add_meta(sub) -> argparse.ArgumentParser:
 
 def add_calibration(sub) -> argparse.ArgumentParser:
     "The parser of `calibration`."
-    ca = sub.add_parser("calibration", help="calibration of sigma(margin) and length confounds of a run or score files",
-                        epilog=EPILOGS["calibration"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    _common(ca)
+    ca = _diagnostic_parser(sub, "calibration", "calibration of sigma(margin) and length confounds of a run or score files")
     ca.add_argument("paths", nargs="*", metavar="RUN_OR_SCORES",
                     help="a saved audit folder, or per-prompt score files (one model each)")
     _example(ca, "calibration")

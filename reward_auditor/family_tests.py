@@ -7,7 +7,6 @@ Docs: https://reward-auditor.github.io/reward_auditor/family_tests.html.md"""
 # %% ../nbs/08ad_family_tests.ipynb #6d3f6f02
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Mapping
 
@@ -20,7 +19,7 @@ from . import stats as ra_stats
 from .audit_settings import AuditError, AuditSettings
 
 # %% auto #0
-__all__ = ['EFFECT_FIELDS', 'item_clusters', 'item_cluster_codes', 'family_seed', 'differences', 'family_table', 'decide']
+__all__ = ['EFFECT_FIELDS', 'item_clusters', 'item_cluster_codes', 'differences', 'family_table', 'decide', 'family_seed']
 
 # %% ../nbs/08ad_family_tests.ipynb #4e0dbc22
 def item_clusters(data: pd.DataFrame, group_by: str | None = None) -> tuple[pd.Series, str]:
@@ -49,10 +48,8 @@ def item_cluster_codes(clusters: pd.Series, ids) -> np.ndarray:
     return pd.Series(ids).astype(str).map(code).to_numpy(np.int64)
 
 # %% ../nbs/08ad_family_tests.ipynb #44a57e05
-def family_seed(seed: int, *parts: str) -> int:
-    "A family's own seed from the run seed and its labels (sha256, independent of order and process)."
-    h = hashlib.sha256("|".join([str(seed), *map(str, parts)]).encode()).digest()
-    return int.from_bytes(h[:8], "little") >> 1
+from .stats import family_seed  # a family's own seed (statistics floor; compare and calibration salt it)
+_all_ = ["family_seed"]
 
 
 def differences(margin_before: np.ndarray, margin_after: np.ndarray, scale: str = "prob") -> np.ndarray:

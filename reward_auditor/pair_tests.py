@@ -7,7 +7,6 @@ Docs: https://reward-auditor.github.io/reward_auditor/pair_tests.html.md"""
 # %% ../nbs/02cc_pair_tests.ipynb #b6e20a99
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
@@ -24,8 +23,7 @@ class CompareError(ValueError):
 # %% ../nbs/02cc_pair_tests.ipynb #d508c7f8
 def family_seed(seed: int, *parts: str) -> int:
     "A comparison family's seed from the run seed and its labels (sha256; independent of order and process)."
-    h = hashlib.sha256("|".join([str(seed), "compare", *map(str, parts)]).encode()).digest()
-    return int.from_bytes(h[:8], "little") >> 1
+    return ra_stats.family_seed(seed, "compare", *parts)
 
 
 def cluster_rows(X: np.ndarray, cluster_ids) -> np.ndarray:

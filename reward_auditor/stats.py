@@ -7,6 +7,7 @@ Docs: https://reward-auditor.github.io/reward_auditor/stats.html.md"""
 # %% ../nbs/02_stats.ipynb #a81fd4d2
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 
@@ -17,11 +18,11 @@ from scipy import stats as sps
 # %% auto #0
 __all__ = ['STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix',
            'SignFlipResult', 'SignFlipResults', 'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue',
-           'cluster_sums', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t', 'NormalityResult',
-           'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic', 'CI_METHODS', 'EffectSizes',
-           'SCALES', 'StatsError', 'bca_ci', 'bca_interval', 'cluster_bca_ci', 'cluster_index', 'confidence',
-           'effect_sizes', 'hedges_j', 'judge_confidence', 'nct_ci', 'paired_differences', 'position_bias',
-           'undefined_reason']
+           'family_seed', 'cluster_sums', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t',
+           'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic', 'CI_METHODS',
+           'EffectSizes', 'SCALES', 'StatsError', 'bca_ci', 'bca_interval', 'cluster_bca_ci', 'cluster_index',
+           'confidence', 'effect_sizes', 'hedges_j', 'judge_confidence', 'nct_ci', 'paired_differences',
+           'position_bias', 'undefined_reason']
 
 # %% ../nbs/02_stats.ipynb #ae67301d
 # the effect-size chapter, re-exported so that `from reward_auditor.stats import effect_sizes` keeps working
@@ -470,6 +471,12 @@ def min_pvalue(n_nonzero, B: int = 10_000, *, alternative: str = "greater", stat
     return float(out[0]) if np.ndim(n_nonzero) == 0 else out
 
 # %% ../nbs/02_stats.ipynb #02629c50
+def family_seed(seed, *parts) -> int:
+    "A family's own seed from the run seed and its labels (sha256 of them joined by '|': independent of order and process)."
+    h = hashlib.sha256("|".join([str(seed), *map(str, parts)]).encode()).digest()
+    return int.from_bytes(h[:8], "little") >> 1
+
+
 def cluster_sums(D, cluster_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Per-cluster sums of the finite differences (G × K, clusters in `cluster_index` order; NaN where a cluster has none) → (S, pairs per column, clusters per column)."
     D = np.asarray(D, np.float64)
