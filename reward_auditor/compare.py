@@ -461,12 +461,12 @@ def _ranks(acc: pd.DataFrame, models: list, alpha: float) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=RANK_COLUMNS)
 
 
-def detectability_warnings(rob: pd.DataFrame, on: str, B: int, alpha: float) -> list[str]:
-    "Subsets where no single robustness test could survive BH: the smallest attainable p exceeds α/2/L."
+def detectability_warnings(rob: pd.DataFrame, on: str, B: int, alpha: float, p_method: str = "permp") -> list[str]:
+    "Subsets where no single robustness test could survive BH: the smallest attainable p (`stats.min_pvalue`) exceeds α/2/L."
     w = []
     for subset, g in rob.groupby("subset", sort=False):
         n0 = g[f"{on}_n_nonzero"].to_numpy()
-        floor = np.array([2.0 ** -m if ra_stats.auto_exact(m, B) else 1.0 / (B + 1) for m in n0 if m > 0])
+        floor = np.atleast_1d(ra_stats.min_pvalue(n0[n0 > 0], B, p_method=p_method))
         L = len(g)
         if floor.size and floor.min() > alpha / 2 / L:
             need = int(math.ceil(2 * L / alpha)) * 10
@@ -622,7 +622,7 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
                     "tails": "two-sided, each tail at alpha/2", "family": "per subset: pairs x perturbations "
                     "(robustness, each version), pairs x conditions (accuracy)"}
     return Comparison(rob.reset_index(drop=True), acc.reset_index(drop=True), ranks.reset_index(drop=True),
-                      settings_out, _warnings(multiplicity, alpha) + detectability_warnings(rob, on, B, alpha)
+                      settings_out, _warnings(multiplicity, alpha) + detectability_warnings(rob, on, B, alpha, p_method)
                       + ([cluster_warning] if cluster_warning else []) + trunc_warnings
                       + [f"subset {s}: no item was scored by every compared model, so it is left out" for s in empty])
 
