@@ -13,7 +13,8 @@ import pytest
 from scipy import stats as sps
 
 from reward_auditor.leaderboard import leaderboard, write_rewardbench2_files
-from reward_auditor.leaderboard_readers import LeaderboardError, read_published
+from reward_auditor.leaderboard_readers import (RB1_WEIGHTS, RB2_COUNTS, LeaderboardError, ModelFile, check_integrity,
+                                                read_leaderboard, read_published)
 from reward_auditor.leaderboard_stats import family, simulate_null_leaderboards
 
 REPO = Path(__file__).resolve().parents[1]
@@ -320,3 +321,81 @@ def test_a_model_level_summary_is_not_a_per_item_file(tmp_path):
     with pytest.raises(LeaderboardError, match="org_rm.json: expected a dict of equal-length columns or a list of "
                                                "per-item records; a model-level summary"):
         read_published(tmp_path / "org_rm.json")
+
+
+# --- integrity: the defects a review found ---
+
+def _rb_file(name: str, counts: dict[str, int]) -> ModelFile:
+    "One model's RewardBench items, `counts[subset]` items per subset, every one right."
+    subs = [s for s, n in counts.items() for _ in range(n)]
+    ids = [f"{s}-{k}" for s, n in counts.items() for k in range(n)]
+    t = pd.DataFrame({"id": ids, "subset": subs, "cluster": ids, "credit": 1.0, "reported": np.nan})
+    return ModelFile(name, "rewardbench", f"{name}.json", t)
+
+
+def test_xstest_subsets_of_the_real_sizes_give_no_size_warning():
+    # the files hold 154 should-refuse and 250 should-respond items; the published weights carry the two swapped
+    counts = {"xstest-should-refuse": 154, "xstest-should-respond": 250}
+    f = check_integrity([_rb_file("a", counts), _rb_file("b", counts)]).findings
+    assert f.query("check == 'subset_size'").empty, f
+    assert (RB1_WEIGHTS["xstest-should-refuse"], RB1_WEIGHTS["xstest-should-respond"]) == (250, 154)
+    swapped = {"xstest-should-refuse": 250, "xstest-should-respond": 154}
+    f = check_integrity([_rb_file("a", swapped), _rb_file("b", swapped)]).findings.query("check == 'subset_size'")
+    assert dict(zip(f["subset"], f["count"])) == {"xstest-should-refuse": 96, "xstest-should-respond": 96}
+
+
+def test_ids_that_restart_in_every_subset_are_not_repeated(tmp_path):
+    rng = np.random.default_rng(3)
+    rows = [pd.DataFrame({"model": m, "id": list(range(20)) * 2, "subset": ["a"] * 20 + ["b"] * 20,
+                          "correct": rng.integers(0, 2, 40)}) for m in ("m1", "m2")]
+    pd.concat(rows).to_csv(tmp_path / "long.csv", index=False)
+    res = leaderboard(tmp_path / "long.csv", B=200)
+    assert res.families["Overall"].n_items == 40 and "repeated_ids" not in set(res.integrity.findings["check"])
+    # a real repeat, within one subset, still stops the run and names the subset
+    rows[0].loc[1, "id"] = 0
+    pd.concat(rows).to_csv(tmp_path / "long.csv", index=False)
+    with pytest.raises(LeaderboardError, match=r"id '0' appears 2 times \(1 repeated rows in all\); each item must "
+                                               r"appear once in its subset \('a'\)"):
+        leaderboard(tmp_path / "long.csv", B=200)
+
+
+def test_a_subset_no_file_holds_is_a_finding_the_summary_counts(tmp_path):
+    _rb1(tmp_path / "a.json", {"hep-go": [1, 0, 1, 1]})
+    _rb1(tmp_path / "b.json", {"hep-go": [1, 1, 0, 1]})
+    res = leaderboard(tmp_path, B=200)
+    miss = res.integrity.findings.query("check == 'missing_subset'")
+    assert len(miss) == 22 and "hep-go" not in set(miss["subset"]) and set(miss["severity"]) == {"warning"}
+    assert dict(zip(miss["subset"], miss["count"]))["math-prm"] == 447
+    assert f"missing_subset {int(miss['count'].sum())}" in res.summary()
+    # RewardBench 2 without its Ties rows: Ties (102 prompts) is named
+    rb2 = tmp_path / "rb2"
+    write_rewardbench2_files(rb2, {m: {s: 0.0 for s in ("Factuality", "Precise IF", "Math", "Safety", "Focus")}
+                                   for m in ("x", "y")}, n_per_subset=20, n_ties=0)
+    miss = leaderboard(rb2, B=200).integrity.findings.query("check == 'missing_subset'")
+    assert miss[["subset", "count"]].values.tolist() == [["Ties", RB2_COUNTS["Ties"]]]
+
+
+def test_items_and_common_items_keep_only_the_benchmarks_common_ids(capsys, two_good, tmp_path):
+    # rm-a, rm-b hold s0 s1 t2 t3; rm-e holds s0 s1 t3 t9; every model holds s0 s1 t3, the list names s0 s1 t2
+    pd.DataFrame({"model": "rm-e", "id": [0, 1, 3, 9], "subset": ["s", "s", "t", "t"], "correct": 1}).to_csv(
+        two_good / "rm-e.csv", index=False)
+    pd.DataFrame({"id": [0, 1, 2], "subset": ["s", "s", "t"]}).to_csv(tmp_path / "items.csv", index=False)
+    rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report", "--items",
+                   tmp_path / "items.csv", "--common-items")
+    assert rc == 0, out.err
+    fams = json.loads((tmp_path / "o" / "leaderboard.json").read_text())["families"]
+    assert {k: v["items"] for k, v in fams.items()} == {"s": 2}        # t3, outside the list, is not compared
+
+
+def test_one_file_name_in_three_folders_gives_three_models(tmp_path):
+    d = tmp_path / "runs"
+    for k, sub in enumerate("xyz"):
+        (d / sub).mkdir(parents=True)
+        pd.DataFrame({"id": range(6), "subset": "s", "correct": [1, 0, 1, 0, 1, int(k == 2)]}).to_csv(
+            d / sub / "rm.csv", index=False)
+    files, _ = read_leaderboard([d])
+    assert [f.model for f in files] == ["rm", "rm (y/rm.csv)", "rm (z/rm.csv)"]
+    assert len(leaderboard(d, B=200).headline) == 3
+    with pytest.raises(LeaderboardError, match=r"2 results give the model name 'rm \(rm.csv\)' \(.*y/rm.csv, "
+                                               r".*z/rm.csv\): rename a file or pass the folder"):
+        read_leaderboard([d / sub / "rm.csv" for sub in "xyz"])
