@@ -163,7 +163,11 @@ def test_confirm_numbers_equal_scipy(tmp_path):
 
 def test_null_leaderboards_declare_a_difference_at_most_alpha():
     r = simulate_null_leaderboards(n_boards=200, n_models=5, n_items=250, alpha=0.05, seed=11)
-    assert r["n_boards"] >= 200 and r["rate"] <= r["alpha"] + 3 * r["se"], r
+    # the rate is a count of boards out of 200, its standard error the binomial one at alpha
+    assert math.isclose(r["rate"] * 200, round(r["rate"] * 200), abs_tol=1e-9) and 0 <= r["rate"] <= 1, r
+    assert math.isclose(r["se"], math.sqrt(0.05 * 0.95 / 200), rel_tol=1e-12), r
+    assert r["rate"] <= r["alpha"] + 3 * r["se"], r
+    assert simulate_null_leaderboards(n_boards=200, n_models=5, n_items=250, alpha=0.05, seed=11) == r   # seeded
 
 
 def test_pairs_from_one_product_equal_a_loop_over_pairs():
@@ -196,11 +200,18 @@ def two_good(tmp_path):
     return d
 
 
+def _one_line_exit_2(capsys, folder, out, message, *extra):
+    "Run the command on a folder that holds a bad file: exit code 2 and one line on stderr that holds `message`."
+    rc, got = _cli(capsys, "leaderboard", folder, "--out", out, "--no-report", *extra)
+    lines = got.err.strip().splitlines()
+    assert rc == 2 and got.err.count("\n") == 1 and len(lines) == 1, got.err
+    assert message in lines[0], got.err
+    return lines[0]
+
+
 def test_a_file_that_does_not_parse_stops_the_run_or_is_skipped(capsys, two_good, tmp_path):
     (two_good / "rm-c.json").write_text('{"id": [1, 2], "subset": ')
-    rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report")
-    lines = out.err.strip().splitlines()
-    assert rc == 2 and len(lines) == 1 and "rm-c.json: line 1 is not valid JSON" in lines[0], out.err
+    _one_line_exit_2(capsys, two_good, tmp_path / "o", "rm-c.json: line 1 is not valid JSON")
     rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report", "--drop-invalid")
     assert rc == 0, out.err
     j = json.loads((tmp_path / "o" / "leaderboard.json").read_text())
@@ -210,18 +221,16 @@ def test_a_file_that_does_not_parse_stops_the_run_or_is_skipped(capsys, two_good
 def test_repeated_ids_give_one_line_and_exit_2(capsys, two_good, tmp_path):
     pd.DataFrame({"model": "rm-d", "id": [0, 1, 1, 3], "subset": ["s", "s", "s", "t"], "correct": 1}).to_csv(
         two_good / "rm-d.csv", index=False)
-    rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report")
-    assert rc == 2 and out.err.count("\n") == 1
-    assert "rm-d.csv: id '1' appears 2 times (1 repeated rows in all); each item must appear once" in out.err
+    _one_line_exit_2(capsys, two_good, tmp_path / "o",
+                     "rm-d.csv: id '1' appears 2 times (1 repeated rows in all); each item must appear once")
 
 
 def test_item_sets_that_differ_name_the_models_and_common_items_compares(capsys, two_good, tmp_path):
     pd.DataFrame({"model": "rm-e", "id": [0, 1, 2, 9], "subset": ["s", "s", "t", "t"], "correct": 1}).to_csv(
         two_good / "rm-e.csv", index=False)
-    rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report")
-    assert rc == 2 and out.err.count("\n") == 1
-    assert "1 of 3 models (rm-e) hold item sets that differ from the 2 others (rm-a, rm-b) on 2 items in t" in out.err
-    assert "--common-items" in out.err
+    line = _one_line_exit_2(capsys, two_good, tmp_path / "o", "1 of 3 models (rm-e) hold item sets that differ from "
+                            "the 2 others (rm-a, rm-b) on 2 items in t")
+    assert "--common-items" in line
     rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report", "--common-items")
     assert rc == 0, out.err
     j = json.loads((tmp_path / "o" / "leaderboard.json").read_text())
@@ -231,9 +240,9 @@ def test_item_sets_that_differ_name_the_models_and_common_items_compares(capsys,
 
 def test_ids_outside_the_benchmarks_list_stop_the_run(capsys, two_good, tmp_path):
     pd.DataFrame({"id": [0, 1, 2], "subset": ["s", "s", "t"]}).to_csv(tmp_path / "items.csv", index=False)
-    rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report", "--items", tmp_path / "items.csv")
-    assert rc == 2 and out.err.count("\n") == 1
-    assert "rm-a: 1 ids not among the benchmark's id list (subsets t); pass --common-items" in out.err
+    _one_line_exit_2(capsys, two_good, tmp_path / "o",
+                     "rm-a: 1 ids not among the benchmark's id list (subsets t); pass --common-items",
+                     "--items", tmp_path / "items.csv")
     rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report", "--items", tmp_path / "items.csv",
                    "--common-items")
     assert rc == 0 and json.loads((tmp_path / "o" / "leaderboard.json").read_text())["families"]["Overall"]["items"] == 3
