@@ -321,7 +321,12 @@ def _labelled_paths(paths: Sequence[str | Path]) -> list[tuple[Path, str]]:
             raise LeaderboardError(f"{p}: no such file or folder")
     if not out:
         raise LeaderboardError(f"no results files (.json, .jsonl, .csv, .parquet) in {', '.join(map(str, paths))}")
-    return out
+    seen, once = set(), []
+    for f, lab in out:                                  # a file reached twice (its folder and itself) is read once
+        if f.resolve() not in seen:
+            seen.add(f.resolve())
+            once.append((f, lab))
+    return once
 
 
 def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
@@ -400,6 +405,11 @@ def check_integrity(files: Sequence[ModelFile], *, items: pd.DataFrame | None = 
                     drop_invalid: bool = False, expected: dict[str, int] | None = None) -> Integrity:
     "Run the integrity checks over a leaderboard's model files; raise LeaderboardError on what stops the run."
     rows, kept, dropped = [], {}, {}
+    names = pd.Series([f.model for f in files])
+    if names.duplicated().any():                        # one name, two files: one would silently replace the other
+        twice = names[names.duplicated()].iloc[0]
+        raise LeaderboardError(f"two files give the model name {twice!r} "
+                               f"({', '.join(f.path for f in files if f.model == twice)}); name them apart")
     layout = files[0].layout
     expected = EXPECTED_COUNTS.get(layout) if expected is None else expected
     for f in files:

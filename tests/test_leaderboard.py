@@ -408,3 +408,15 @@ def test_one_file_name_in_three_folders_gives_three_models(tmp_path):
     with pytest.raises(LeaderboardError, match=r"2 results give the model name 'rm \(rm.csv\)' \(.*y/rm.csv, "
                                                r".*z/rm.csv\): rename a file or pass the folder"):
         read_leaderboard([d / sub / "rm.csv" for sub in "xyz"])
+
+
+def test_a_file_named_twice_is_read_once_and_model_files_of_one_name_are_refused(tmp_path):
+    d = tmp_path / "runs"
+    (d / "x").mkdir(parents=True)
+    pd.DataFrame({"id": range(4), "subset": "s", "correct": [1, 0, 1, 1]}).to_csv(d / "x" / "rm.csv", index=False)
+    pd.DataFrame({"id": range(4), "subset": "s", "correct": [1, 0, 0, 1]}).to_csv(d / "other.csv", index=False)
+    assert [f.model for f in read_leaderboard([d, d / "x" / "rm.csv"])[0]] == ["other", "rm"]
+    same = [ModelFile("rm", "long", f"{k}.csv", pd.DataFrame({"id": ["0"], "subset": "s", "cluster": ["0"],
+                                                               "credit": 1.0, "reported": np.nan})) for k in "ab"]
+    with pytest.raises(LeaderboardError, match=r"two files give the model name 'rm' \(a.csv, b.csv\)"):
+        check_integrity(same)
