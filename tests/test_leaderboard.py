@@ -376,12 +376,17 @@ def test_a_subset_no_file_holds_is_a_finding_the_summary_counts(tmp_path):
     assert len(miss) == 22 and "hep-go" not in set(miss["subset"]) and set(miss["severity"]) == {"warning"}
     assert dict(zip(miss["subset"], miss["count"]))["math-prm"] == 447
     assert f"missing_subset {int(miss['count'].sum())}" in res.summary()
+    assert ("missing subsets (no file holds them; the headline leaves them out): alpacaeval-easy, alpacaeval-length, "
+            "alpacaeval-hard, mt-bench-easy, mt-bench-med, mt-bench-hard, math-prm, refusals-dangerous and 14 more"
+            in res.summary())
     # RewardBench 2 without its Ties rows: Ties (102 prompts) is named
     rb2 = tmp_path / "rb2"
     write_rewardbench2_files(rb2, {m: {s: 0.0 for s in ("Factuality", "Precise IF", "Math", "Safety", "Focus")}
                                    for m in ("x", "y")}, n_per_subset=20, n_ties=0)
-    miss = leaderboard(rb2, B=200).integrity.findings.query("check == 'missing_subset'")
+    res = leaderboard(rb2, B=200)
+    miss = res.integrity.findings.query("check == 'missing_subset'")
     assert miss[["subset", "count"]].values.tolist() == [["Ties", RB2_COUNTS["Ties"]]]
+    assert "missing subsets (no file holds them; the headline leaves them out): Ties\n" in res.summary()
 
 
 def test_items_and_common_items_keep_only_the_benchmarks_common_ids(capsys, two_good, tmp_path):
