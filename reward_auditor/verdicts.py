@@ -22,9 +22,9 @@ from .scorer_base import ScorerError
 
 # %% auto #0
 __all__ = ['MAX_PARSE_CHARS', 'MAX_PATTERN_CHARS', 'SIDES', 'PARSE_TIMEOUT', 'TEMPLATE_DIR', 'MODES', 'MAX_TEMPLATE_CHARS',
-           'VERDICTS', 'VERDICT_COLUMNS', 'OUTCOME_COLUMNS', 'TemplateError', 'VerdictParser', 'JudgeTemplate',
-           'builtin_templates', 'load_template', 'verdict_of', 'rating_verdict', 'smoothed_share', 'share_margin',
-           'item_outcomes']
+           'VERDICT_COLUMNS', 'OUTCOME_COLUMNS', 'TemplateError', 'VerdictParser', 'JudgeTemplate', 'builtin_templates',
+           'load_template', 'verdict_of', 'rating_verdict', 'smoothed_share', 'share_margin', 'item_outcomes',
+           'VERDICTS']
 
 # %% ../nbs/05c_verdicts.ipynb #0583545a
 class TemplateError(ScorerError):
@@ -293,7 +293,8 @@ def load_template(spec) -> JudgeTemplate:
     return JudgeTemplate.from_spec(_read_spec(TEMPLATE_DIR / f"{spec}.json"), f"{spec}.json")
 
 # %% ../nbs/05c_verdicts.ipynb #8dc57233
-VERDICTS = ("chosen", "rejected", "tie", "invalid")
+from .sampled import VERDICTS  # chosen, rejected, tie, invalid: one list for scorer and statistics
+_all_ = ["VERDICTS"]
 VERDICT_COLUMNS = ("condition", "id", "order", "sample", "verdict", "subset")
 
 
