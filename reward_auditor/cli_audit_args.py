@@ -22,7 +22,7 @@ __all__ = ['AUDIT_DEFAULTS', 'PRM_OPTIONS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUT
            'genjudge_options', 'scorer_specs', 'make_scorers', 'endpoint_recipe', 'make_endpoint_scorer', 'engine_spec',
            'make_engine', 'check_engine_address', 'data_spec']
 
-# %% ../nbs/10b_cli_audit_args.ipynb #47e8134d
+# %% ../nbs/10b_cli_audit_args.ipynb #54c82a17
 _prm_threshold = _number("the threshold", lambda v: 0 <= v <= 1, "a number in [0, 1] (a step-score probability)")
 
 
@@ -93,7 +93,7 @@ def _margin(s: str):
 _futility = _number("futility", lambda v: 0 <= v < 1, "a number in [0, 1) (0: never stop for futility)")
 _sequential_bound = _number("sequential bound", lambda v: 0 < v < float("inf"), "a number > 0")
 
-
+# %% ../nbs/10b_cli_audit_args.ipynb #29b5fae3
 AUDIT_DEFAULTS: dict[str, Any] = dict(
     data=None, format=None, drop_invalid=False, conditions=None, model=[], scorer=[], kind=None, perturbations="all", seed=0,
     limit=None,
@@ -142,7 +142,7 @@ def _absolute_paths(args: dict) -> dict:
     return {k: fix(v) if k in ("data", "conditions", "model", "scorer", "reference", "cache") else v
             for k, v in args.items()}
 
-
+# %% ../nbs/10b_cli_audit_args.ipynb #5f898f8d
 def _audit_options(p: argparse.ArgumentParser) -> None:
     "Audit options; defaults are applied later so that `--resume` can tell given from default."
     S = argparse.SUPPRESS
@@ -317,7 +317,7 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--unit-batches", type=_positive_int("unit batches"), default=S,
                    help="model batches per unit of work, the grain of commits and retries (default 4)")
 
-
+# %% ../nbs/10b_cli_audit_args.ipynb #dec40982
 def _rewriter_options(g, default) -> None:
     "Options of the model-rewriter variants (LE-model, SP-model, LC-model, SLC-model)."
     g.add_argument("--rewriter-model", default=default, metavar="DIR",
