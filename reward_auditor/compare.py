@@ -376,7 +376,8 @@ def _robustness_subset(cubes: dict, ids: list, subset: str, models: list, perts:
         dz, mean = np.full((P, L), np.nan), np.empty((P, L))
         for l in range(L):
             D = X[:, ia, l] - X[:, ib, l]                                       # items × pairs
-            mean[:, l] = D.sum(axis=0) / max(int(ok[:, l].sum()), 1)
+            k = int(ok[:, l].sum())
+            mean[:, l] = D.sum(axis=0) / k if k else np.nan                    # no usable item: no mean, not 0
             if codes is None:
                 units = D[ok[:, l]]
             else:                                                               # cluster means (STATS §14)

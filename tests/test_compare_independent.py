@@ -79,3 +79,12 @@ def test_robustness_dz_with_clusters_is_that_of_the_cluster_means(run):
         assert r.n_clusters == len(means)
         assert r.effect_size == pytest.approx(means.mean() / means.std(ddof=1), rel=1e-9)
         assert r.mean_diff == pytest.approx(D.mean(), rel=1e-9)
+
+
+def test_a_perturbation_without_a_usable_item_has_no_mean_difference():
+    run = C.simulate_run(("A", "B"), n=30, perturbations=("EF", "LC"), seed=1, B=200)
+    lc = run.items["perturbation"] == "LC"
+    run.items.loc[lc, ["margin_after", "delta"]] = np.nan
+    r = C.compare(run, clusters=None).robustness.set_index("perturbation")
+    assert r.loc["LC", "n"] == 0 and np.isnan(r.loc["LC", "mean_diff"]) and r.loc["LC", "verdict"] == "NO_DIFFERENCE"
+    assert np.isfinite(r.loc["EF", "mean_diff"])
