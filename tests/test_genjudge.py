@@ -297,6 +297,50 @@ def test_a_prompt_longer_than_the_window_loses_its_samples_not_the_run():
             GenerativeJudgeScorer(ChatBackend(srv.url, "length-judge"), samples=2).score_pairs(data, progress=False)
 
 
+def test_a_window_refusal_is_not_stored_so_a_larger_window_generates_it():
+    data = make_pairs(2, seed=12)
+    data.loc[1, "chosen"] = " ".join(["word"] * 400)
+    store = GenerationStore(":memory:")
+    with FakeJudgeServer(max_prompt_words=300) as small:
+        sc = GenerativeJudgeScorer(ChatBackend(small.url, "length-judge"), samples=2, store=store)
+        a = sc.score_pairs(data, progress=False)
+    assert a["n_invalid"].tolist() == [0, 4] and sc.last_report["too_long"] == 4
+    with FakeJudgeServer() as big:  # the same judge behind a larger window, the same store
+        sc = GenerativeJudgeScorer(ChatBackend(big.url, "length-judge"), samples=2, store=store)
+        b = sc.score_pairs(data, progress=False)
+        assert sc.last_report["requests"] == big.requests == 2  # the refused pair's two orders, asked again
+    assert sc.last_report["stored_requests"] == 2 and sc.last_report["too_long"] == 0
+    assert b["n_invalid"].tolist() == [0, 0] and np.isfinite(b["margin"]).all()
+    # an engine's commit keeps the same rule: a refused record is not written, a generated one is
+    refused = {"texts": ["", ""], "finish": ["too_long"] * 2, "completion_tokens": 0, "prompt_tokens": 0}
+    fine = {"texts": ["Verdict: [[A]]", "Verdict: [[B]]"], "finish": ["stop"] * 2, "completion_tokens": 4,
+            "prompt_tokens": 9}
+    sc._fill_store = store
+    sc.commit_unit([("refused-key",), ("fine-key",)], [refused, fine])
+    assert set(store.get_many(["refused-key", "fine-key"])) == {"fine-key"}
+
+
+def test_a_local_judge_rebuilt_on_a_worker_keeps_trust_remote_code_and_takes_the_workers_device(tmp_path):
+    from tiny_models import tiny_lm
+    from reward_auditor.engines import build_scorer, scorer_recipe
+    from reward_auditor.genjudge import LocalBackend, local_genjudge
+    folder = tiny_lm(tmp_path / "lm")
+    sc = GenerativeJudgeScorer(LocalBackend(str(folder), device="cpu", dtype="float32", trust_remote_code=True),
+                               samples=2, max_tokens=8, name="tiny")
+    assert sc.backend.trust_remote_code is True
+    rec = scorer_recipe(sc)
+    assert rec["kwargs"]["trust_remote_code"] is True and "device" not in rec["kwargs"]
+    seen = {}
+
+    def spy(spec, **kw):  # what the worker builds the judge with
+        seen.update(kw, spec=spec)
+        return local_genjudge(spec, **kw)
+    built = build_scorer({**rec, "cls": spy}, device="cpu")   # the worker's device, given by its engine
+    assert seen["device"] == "cpu" and seen["trust_remote_code"] is True and seen["spec"] == str(folder)
+    assert built.backend.trust_remote_code is True and built.fingerprint == sc.fingerprint
+    assert (built.samples, built.sampling, built.name) == (sc.samples, sc.sampling, sc.name)
+
+
 def test_the_run_folder_keeps_every_verdict_and_items_carry_the_counts(server, tmp_path):
     from reward_auditor.audit import AuditResult
     data = make_pairs(8, seed=13)
