@@ -159,6 +159,11 @@ def test_a_server_that_ignores_n_is_one_clear_error(server):
     sc = GenerativeJudgeScorer(One(server.url, "length-judge"), samples=3)
     with pytest.raises(Exception, match="returned 1"):
         sc.score_pairs(make_pairs(1), progress=False)
+    with FakeJudgeServer(ignore_n=True) as srv:  # the backend's own check of the server's answer
+        sc = GenerativeJudgeScorer(ChatBackend(srv.url, "length-judge", concurrency=1), samples=3)
+        with pytest.raises(EndpointError, match=r"returned 1 choices for n=3: does the server honour n\?"):
+            sc.score_pairs(make_pairs(1), progress=False)
+        assert srv.requests == 1  # not retried: one clear error
     with FakeJudgeServer(fail=[503]) as srv:  # a transient error is retried
         ok = GenerativeJudgeScorer(ChatBackend(srv.url, "null-judge", backoff=0.01), samples=2)
         assert len(ok.score_pairs(make_pairs(1), progress=False)) == 1
@@ -190,6 +195,12 @@ def test_condition_verdicts_copy_the_original_rows_of_unchanged_items(server):
     assert list(v.columns) == ["condition", "id", "order", "sample", "verdict", "subset", "rationale"]
     assert len(v) == 4 * 8 and (v["condition"] == "pad").all()
     assert v["id"].tolist() == [i for i in data["id"] for _ in range(8)]
+    cols = ["id", "order", "sample", "verdict", "subset", "rationale"]
+    got = v[v["id"] == data["id"][1]][cols].reset_index(drop=True)
+    assert got.equals(sc.last_verdicts[cols].reset_index(drop=True))  # the re-scored item: the scorer's new rows
+    assert not got.equals(base[base["id"] == data["id"][1]][cols].reset_index(drop=True))  # which differ from the base's
+    for i in data["id"].drop(1):  # the unchanged items: the original's rows, as they were
+        assert v[v["id"] == i][cols].reset_index(drop=True).equals(base[base["id"] == i][cols].reset_index(drop=True))
 
 
 RESUME = textwrap.dedent("""
