@@ -26,7 +26,7 @@ from .audit_settings import AuditError, RunWarning, _jsonable
 __all__ = ['MAPPINGS', 'perturbation_names', 'data_fingerprint', 'store_key', 'make_conditions', 'pack_conditions',
            'file_conditions', 'change_stats']
 
-# %% ../nbs/08ab_audit_conditions.ipynb #e7adca7a
+# %% ../nbs/08ab_audit_conditions.ipynb #e56d5e0e
 def perturbation_names(names: str | Iterable[str] = "all") -> list[str]:
     "Resolve `'all'`, a comma-separated string or a list to registered perturbation names (unknown → AuditError)."
     pt = ra_perturbations
@@ -73,7 +73,7 @@ def _step_columns(frame: pd.DataFrame) -> list[str]:
     "The step-list columns of step-annotated pairs (`chosen_steps`, `rejected_steps`), none for plain pairs."
     return [c for c in ("chosen_steps", "rejected_steps") if c in frame.columns]
 
-
+# %% ../nbs/08ab_audit_conditions.ipynb #40770246
 def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping,
                    semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, embed_device: str | None = None) -> str:
     "What a stored condition depends on: the data, the perturbation and its version, the seed and options."
@@ -171,7 +171,7 @@ def _save_condition(store: Path, cond, key: str) -> None:
         {"key": key, "sha256": file_sha256(frame), "side": cond.side, "group": cond.group,
          "record": _jsonable(cond.record)}, indent=1))
 
-
+# %% ../nbs/08ab_audit_conditions.ipynb #077853f3
 def _worker_cpu(pool: Any, name: str) -> float:
     "CPU seconds `pool`'s workers (processes or Ray tasks, still running) spent on perturbation `name` so far."
     return float(getattr(pool, "cpu", {}).get(name, 0.0)) if pool is not None else 0.0
@@ -257,7 +257,7 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
 
 MAPPINGS = ("default", "paper")
 
-
+# %% ../nbs/08ab_audit_conditions.ipynb #1d312fb1
 def _file_mapping(path: Path, mapping: Any) -> Mapping | None:
     "The column → name mapping for one file: None (the names that describe the content), 'paper' or a dict."
     if mapping is None or mapping == "default":

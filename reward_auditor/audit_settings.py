@@ -73,7 +73,7 @@ class AuditSettings:
             raise AuditError(f"unknown scale {self.scale!r} (scale): choose from {list(SCALES)}")
         if self.family not in FAMILIES:
             raise AuditError(f"unknown family {self.family!r} (family): choose from {list(FAMILIES)}")
-        if not (self.margin == "auto" or (isinstance(self.margin, (int, float)) and self.margin >= 0)):
+        if not (self.margin == "auto" or (isinstance(self.margin, (int, float)) and 0 <= self.margin < math.inf)):
             raise AuditError(f"margin must be a number >= 0 or 'auto', got {self.margin!r} (margin)")
         _check_group_weights(self.multiplicity, self.group_weights)
         if self.two_sided is None:

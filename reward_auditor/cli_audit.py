@@ -78,7 +78,7 @@ def add_perturb(sub) -> argparse.ArgumentParser:
                                                 "pack: `audit --conditions pack.parquet` audits it, bitwise as here)")
     return q
 
-# %% ../nbs/10c_cli_audit.ipynb #74922ece
+# %% ../nbs/10c_cli_audit.ipynb #5544bfd3
 def _print_summary(result, out: Path, rendered, seconds: float) -> None:
     from reward_auditor.guards import shown
     say = lambda text: print("  " + shown(text))  # names come from servers and data files: printable text only
@@ -132,7 +132,7 @@ def _check_device(device: str | None, flag: str = "--device") -> None:
         raise CLIError(f"device {device!r} is not available: this machine has {torch.cuda.device_count()} CUDA "
                        f"device(s)", flag)
 
-
+# %% ../nbs/10c_cli_audit.ipynb #6793a59c
 def add_comparison(result, out: Path) -> None:
     "With two or more models, the paired comparison (run's settings) goes into results.json under `comparison`."
     if result.table["model"].nunique() < 2:
@@ -143,7 +143,7 @@ def add_comparison(result, out: Path) -> None:
     summary["comparison"] = compare(result).to_json()
     atomic_write(run_file(out, "results.json"), json.dumps(summary, indent=2) + "\n")
 
-
+# %% ../nbs/10c_cli_audit.ipynb #69d66ebb
 def run_audit(args: dict, progress: bool = True) -> int:
     "The `audit` subcommand on resolved arguments."
     from reward_auditor.audit import AuditSettings, RunWarning, audit, check_writable, perturbation_names
@@ -244,7 +244,7 @@ def run_audit(args: dict, progress: bool = True) -> int:
     _print_summary(result, out, rendered, time.perf_counter() - t0)
     return 0
 
-
+# %% ../nbs/10c_cli_audit.ipynb #440b8ac2
 def load_step_solutions(paths, format: str | None = None, drop_invalid: bool = False):
     "The step-annotated solutions of --data files (None when they are not step data); ids made unique across files."
     import pandas as pd
@@ -302,7 +302,7 @@ def run_prm_step_audits(args: dict, solutions, scorers, out: Path, pert, progres
 # warnings that an audit's manifest repeats with the run's totals, printed once at the end
 MANIFEST_REPEATS = (r".* texts are longer than max_length=", r".*: dropped \d+ invalid row\(s\) of ")
 
-
+# %% ../nbs/10c_cli_audit.ipynb #829a106b
 def _locked_run(args: dict, progress: bool) -> int:
     "`run_audit` holding the lock on --out from the saved arguments to the report: one run per folder."
     from reward_auditor.audit import locked_folder

@@ -23,14 +23,7 @@ __all__ = ['AUDIT_DEFAULTS', 'PRM_OPTIONS', 'MODEL_OPTIONS', 'RUN_FILE', 'EXECUT
            'make_engine', 'check_engine_address', 'data_spec']
 
 # %% ../nbs/10b_cli_audit_args.ipynb #47e8134d
-def _prm_threshold(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"the threshold must be a number, got {s!r}") from None
-    if not 0 <= v <= 1:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"the threshold is a step-score probability: it must lie in [0, 1], got {s}")
-    return v
+_prm_threshold = _number("the threshold", lambda v: 0 <= v <= 1, "a number in [0, 1] (a step-score probability)")
 
 
 def _checked_prm_threshold(v) -> float:
@@ -89,9 +82,12 @@ def _group_weights(s: str) -> dict:
     return out
 
 
+_finite_margin = _number("margin", lambda v: 0 <= v < float("inf"), "a number >= 0 or 'auto'")
+
+
 def _margin(s: str):
-    "The margin: 'auto' or a number >= 0."
-    return s if s == "auto" else _number("margin", lambda v: v >= 0, "a number >= 0 or 'auto'")(s)
+    "The margin: 'auto' or a finite number >= 0."
+    return s if s == "auto" else _finite_margin(s)
 
 
 _futility = _number("futility", lambda v: 0 <= v < 1, "a number in [0, 1) (0: never stop for futility)")

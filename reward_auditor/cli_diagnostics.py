@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .cli_common import CLIError, PROG, _alpha, _common, _positive_int, _progress
+from .cli_common import CLIError, PROG, _alpha, _common, _number, _positive_int, _progress
 
 # %% auto #0
 __all__ = ['EXAMPLES', 'EPILOGS', 'example_path', 'add_heterogeneity', 'add_verifier_audit', 'add_protocol', 'add_meta',
@@ -90,7 +90,7 @@ def _use_example(ns, command: str) -> None:
 
 # %% ../nbs/10d_cli_diagnostics.ipynb #14234f80
 def _diagnostic_out(p: argparse.ArgumentParser) -> None:
-    "--out and --no-report of the four diagnostics."
+    "--out and --no-report of the five diagnostics."
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output folder: the result, table.csv, summary.txt, report.md and report.html "
                         "(a .csv/.parquet file name writes the table only)")
@@ -113,9 +113,9 @@ def add_heterogeneity(sub) -> argparse.ArgumentParser:
     _example(h, "heterogeneity")
     h.add_argument("--alpha", type=_alpha, default=0.05,
                    help="significance level of the chi-square test and of BH across models (default 0.05)")
-    h.add_argument("--v-target", type=float, default=0.10,
+    h.add_argument("--v-target", type=_number("v-target", lambda v: 0 < v <= 1, "a Cramér's V in (0, 1]"), default=0.10,
                    help="Cramér's V the power is computed for: the smallest dependence worth seeing (default 0.10)")
-    h.add_argument("--min-power", type=float, default=0.80,
+    h.add_argument("--min-power", type=_number("min-power", lambda v: 0 < v < 1, "a power in (0, 1)"), default=0.80,
                    help="a non-significant result with power below this to detect --v-target is graded underpowered (default 0.80)")
     h.add_argument("--n-resamples", type=_positive_int("n-resamples"), default=9999,
                    help="resampled tables for the p-value when expected counts are small (default 9999)")
@@ -136,7 +136,8 @@ def add_verifier_audit(sub) -> argparse.ArgumentParser:
     v.add_argument("--strata", default="all",
                    help="'all' (default) or a comma-separated subset of equivalent, contract, adversarial")
     v.add_argument("--seed", type=int, default=0, help="seed of the variant generator (default 0)")
-    v.add_argument("--timeout", type=float, default=5.0,
+    v.add_argument("--timeout", type=_number("timeout", lambda v: 0 < v < float("inf"), "a number of seconds > 0"),
+                   default=5.0,
                    help="seconds per verdict; slower calls count as no verdict (default 5)")
     v.add_argument("--workers", type=_positive_int("workers"), default=2,
                    help="worker processes running the verifiers (default 2)")

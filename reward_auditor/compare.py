@@ -349,7 +349,7 @@ class Comparison:
         return cls(part("robustness", ROBUSTNESS_COLUMNS), part("accuracy", ACCURACY_COLUMNS),
                    part("ranks", RANK_COLUMNS), meta["settings"], meta.get("warnings", []))
 
-# %% ../nbs/02d_compare.ipynb #2373d132
+# %% ../nbs/02d_compare.ipynb #733833e8
 def _robustness_subset(cubes: dict, ids: list, subset: str, models: list, perts: list, *, B: int, seed: int,
                        p_method: str, clusters) -> pd.DataFrame:
     "Both versions of every pair × perturbation test in one subset (unadjusted)."
@@ -410,7 +410,7 @@ def _adjust_robustness(t: pd.DataFrame, groups: Mapping[str, str], method: str, 
             t.loc[idx, f"{v}_verdict"] = verdict
     return t
 
-
+# %% ../nbs/02d_compare.ipynb #fa839841
 def _accuracy_subset(cubes: dict, subset: str, models: list, perts: list) -> pd.DataFrame:
     "McNemar and Newcombe for every pair × condition (orig and each perturbation) of one subset (unadjusted)."
     before, after = cubes["margin_before"], cubes["margin_after"]
@@ -440,7 +440,7 @@ def _accuracy_subset(cubes: dict, subset: str, models: list, perts: list) -> pd.
                              "ci_low": lo.ravel(), "ci_high": hi.ravel(),
                              "n_a_only": a_only.ravel(), "n_b_only": b_only.ravel()})
 
-
+# %% ../nbs/02d_compare.ipynb #9d232998
 def _ranks(acc: pd.DataFrame, models: list, alpha: float) -> pd.DataFrame:
     "Per subset, on the original pairs: rank, simultaneous rank interval and compact letters."
     out = []
@@ -460,13 +460,13 @@ def _ranks(acc: pd.DataFrame, models: list, alpha: float) -> pd.DataFrame:
         out.append(f)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=RANK_COLUMNS)
 
-
-def detectability_warnings(rob: pd.DataFrame, on: str, B: int, alpha: float) -> list[str]:
-    "Subsets where no single robustness test could survive BH: the smallest attainable p exceeds α/2/L."
+# %% ../nbs/02d_compare.ipynb #4a3ea600
+def detectability_warnings(rob: pd.DataFrame, on: str, B: int, alpha: float, p_method: str = "permp") -> list[str]:
+    "Subsets where no single robustness test could survive BH: the smallest attainable p (`stats.min_pvalue`) exceeds α/2/L."
     w = []
     for subset, g in rob.groupby("subset", sort=False):
         n0 = g[f"{on}_n_nonzero"].to_numpy()
-        floor = np.array([2.0 ** -m if ra_stats.auto_exact(m, B) else 1.0 / (B + 1) for m in n0 if m > 0])
+        floor = np.atleast_1d(ra_stats.min_pvalue(n0[n0 > 0], B, p_method=p_method))
         L = len(g)
         if floor.size and floor.min() > alpha / 2 / L:
             need = int(math.ceil(2 * L / alpha)) * 10
@@ -486,7 +486,7 @@ def _warnings(method: str, alpha: float) -> list[str]:
                  "with shared items and signs); compare with BH and BY")
     return w
 
-
+# %% ../nbs/02d_compare.ipynb #79d8c4a2
 def _count(x) -> int:
     "A count from a manifest (0 when it is not a whole number)."
     return int(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) else 0
@@ -529,7 +529,7 @@ def _with_truncation(frame: pd.DataFrame, condition: str, trunc: dict) -> pd.Dat
             frame[f"model_{side}"], frame["subset"].astype(str), frame[condition])], np.float64)
     return frame
 
-
+# %% ../nbs/02d_compare.ipynb #5c1e30c1
 def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha: float | None = None,
             models: Sequence[str] | None = None, B: int | None = None, seed: int | None = None,
             mid_p: bool = False, clusters: Mapping | str | None = "auto", p_method: str | None = None,
@@ -622,7 +622,7 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
                     "tails": "two-sided, each tail at alpha/2", "family": "per subset: pairs x perturbations "
                     "(robustness, each version), pairs x conditions (accuracy)"}
     return Comparison(rob.reset_index(drop=True), acc.reset_index(drop=True), ranks.reset_index(drop=True),
-                      settings_out, _warnings(multiplicity, alpha) + detectability_warnings(rob, on, B, alpha)
+                      settings_out, _warnings(multiplicity, alpha) + detectability_warnings(rob, on, B, alpha, p_method)
                       + ([cluster_warning] if cluster_warning else []) + trunc_warnings
                       + [f"subset {s}: no item was scored by every compared model, so it is left out" for s in empty])
 

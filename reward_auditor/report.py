@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .audit import (BELOW_CHANCE_NOTE, AuditResult, below_chance, below_chance_rows,  # noqa: F401
-                                  chance_counts, findings, findings_html, too_few_to_test)
+from .audit_result import AuditResult  # the chapters, not the audit's front (which loads the scorers)
+from .findings import (BELOW_CHANCE_NOTE, below_chance, below_chance_rows,  # noqa: F401
+                                     chance_counts, findings, findings_html, too_few_to_test)
 from . import plots  # noqa: F401
 from .run_settings import run_settings
 # the report's helpers, from the three previous chapters (templates and callers read them from here, as before)
@@ -274,7 +275,7 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
     out = Path(out) if out is not None else run_dir
     rendered = execute_template(template, params, out, name, source=run_dir, timeout=timeout, progress=progress)
     if out.resolve() == run_dir.resolve():  # the manifest knows the reports beside it: a later run removes only them
-        from reward_auditor.audit import record_reports
+        from reward_auditor.run_folder import record_reports
         record_reports(run_dir, rendered.html.name, rendered.notebook.name)
     return rendered
 

@@ -13,7 +13,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .audit import AuditResult, findings_html
+from .audit_result import AuditResult
+from .findings import findings_html
 from . import plots
 from .report_html import details_html, esc, figure_html, frame_html, show, show_html
 from .report_sections import risk_display

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .audit import AuditResult, below_chance_rows, chance_counts, too_few_to_test
+from .audit_result import AuditResult
+from .findings import below_chance_rows, chance_counts, too_few_to_test
 from . import plots
 from .report_html import esc
 

@@ -189,3 +189,26 @@ def test_a_refused_key_names_where_the_key_came_from(monkeypatch):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+# ---------------------------------------------------------------- impossible numbers
+
+@pytest.mark.parametrize("argv, said", [
+    (["heterogeneity", "--example", "--min-power", "nan"], "min-power must be a power in (0, 1), got nan"),
+    (["heterogeneity", "--example", "--v-target", "-1"], "v-target must be a Cramér's V in (0, 1], got -1.0"),
+    (["verifier-audit", "--timeout", "0"], "timeout must be a number of seconds > 0, got 0.0"),
+    (["audit", "--data", "sample", "--scorer", "length", "--margin", "inf"], "margin must be a number >= 0 or 'auto'"),
+    (["audit", "--data", "sample", "--scorer", "length", "--alpha", "nan"], "alpha must be a number strictly between"),
+    (["audit", "--data", "sample", "--scorer", "length", "--sequential", "--futility", "nan"], "futility must be"),
+    (["leaderboard", "--example", "--permutations", "99"], "sign flips must be a whole number >= 100, got 99"),
+])
+def test_an_impossible_number_is_refused_before_any_work(capsys, tmp_path, argv, said):
+    rc, out = _run(capsys, *argv, "--out", tmp_path / "o")
+    assert rc == 2 and said in out.err and out.err.count("\n") == 1, out.err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_audit_refuses_an_infinite_margin_from_python_too():
+    from reward_auditor.audit_settings import AuditError, AuditSettings
+    with pytest.raises(AuditError, match="margin must be a number >= 0"):
+        AuditSettings(margin=float("inf"))

@@ -14,6 +14,13 @@ def test_import_is_light():
     assert out == "[]"
 
 
+def test_reports_and_statistics_load_no_scorer():
+    "Rendering or comparing runs reads run folders: the scorer layer (and what it pulls in) stays unloaded."
+    out = _run("import sys, reward_auditor.report, reward_auditor.compare, reward_auditor.calibration; "
+               "print(sorted(m for m in sys.modules if m.startswith('reward_auditor.scor') or m in ('torch', 'transformers')))")
+    assert out == "[]"
+
+
 def test_entry_points_and_modules():
     out = _run(
         "import reward_auditor as ra\n"
