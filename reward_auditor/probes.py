@@ -159,7 +159,7 @@ def answer_format(text: str, rng: np.random.Generator, style: str = "auto", boxe
 class AnswerFormat(Perturbation):
     "FMT: `answer_format` on each answer (one draw per item for both); on step-annotated solutions, on the last step."
     def __init__(self):
-        super().__init__("FMT", "response", "stylized", "1", {"style": "auto"},
+        super().__init__("FMT", "response", "stylized", "2", {"style": "auto"},
                          "answer format: a boxed answer unboxed, else its final answer wrapped (\\boxed{}, '# Answer', …)",
                          variant="final-answer-wrapper", paired=True)
 
