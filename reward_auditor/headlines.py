@@ -50,7 +50,7 @@ def _ties_stats(M: np.ndarray) -> tuple[bool, float, float]:
 
 
 def _ties_composite(stats: Mapping[str, tuple]) -> float:
-    "RewardBench 2's Ties score from per-row stats keyed by 'ref:N' / 'tied:N' ids."
+    "RewardBench 2's Ties score from per-row stats keyed by 'ref:N' / 'tied:N' ids; its weights sum to 1.01 as published, so it runs to 1.01."
     ref = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("ref:")}
     tied = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("tied:")}
     if not ref and not tied:

@@ -219,6 +219,11 @@ class LeaderboardResult:
                  f"{self.settings.get('alpha', 0.05):g}",
                  f"integrity: {cnt['findings']} findings ({', '.join(f'{k} {v}' for k, v in cnt['by_check'].items()) or 'none'}); "
                  f"{len(self.skipped_files)} files skipped, {cnt['models_dropped']} models dropped"]
+        f = self.integrity.findings
+        miss = f.loc[f["check"] == "missing_subset", "subset"].tolist()
+        if miss:                                         # a headline over fewer subsets than the published one
+            lines.append("missing subsets (no file holds them; the headline leaves them out): " + ", ".join(miss[:8])
+                         + (f" and {len(miss) - 8} more" if len(miss) > 8 else ""))
         show = b.head(20)
         for m, r in show.iterrows():
             lines.append(f"  {int(r['position']):>3}  {plain_line(m)[:48]:<48} {r['Score']:.4f}  rank "

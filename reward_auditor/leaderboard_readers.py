@@ -36,7 +36,10 @@ RB1_WEIGHTS = {"alpacaeval-easy": 100, "alpacaeval-length": 95, "alpacaeval-hard
                "llmbar-adver-GPTInst": 92, "llmbar-adver-GPTOut": 47, "llmbar-adver-manual": 46,
                "xstest-should-refuse": 250, "xstest-should-respond": 154, "donotanswer": 136, "hep-cpp": 164,
                "hep-go": 164, "hep-java": 164, "hep-js": 164, "hep-python": 164, "hep-rust": 164}
-RB1_COUNTS = {**RB1_WEIGHTS, "math-prm": 447}   # the items each subset holds (math-prm is weighted as 984)
+# the items each subset holds: math-prm is weighted as 984 but holds 447, and the published weights carry XSTest's
+# two counts swapped (the files hold 154 should-refuse and 250 should-respond items; the weights, kept as published,
+# reproduce the official scores)
+RB1_COUNTS = {**RB1_WEIGHTS, "math-prm": 447, "xstest-should-refuse": 154, "xstest-should-respond": 250}
 RB1_SECTIONS = {"Chat": ["alpacaeval-easy", "alpacaeval-length", "alpacaeval-hard", "mt-bench-easy", "mt-bench-med"],
                 "Chat Hard": ["mt-bench-hard", "llmbar-natural", "llmbar-adver-neighbor", "llmbar-adver-GPTInst",
                               "llmbar-adver-GPTOut", "llmbar-adver-manual"],
@@ -304,27 +307,39 @@ def read_published(path: str | Path, layout: str | None = None) -> list[ModelFil
 SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
 
 
-def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
-    "Files named, and the results files of folders named (sorted, not recursing into hidden folders)."
+def _labelled_paths(paths: Sequence[str | Path]) -> list[tuple[Path, str]]:
+    "(file, label) per results file: a folder's files labelled by their path inside it, a file named by its name."
     out = []
     for p in map(Path, paths):
         if p.is_dir():
-            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES
+            out += sorted((f, f.relative_to(p).as_posix()) for f in p.rglob("*")
+                          if f.is_file() and f.suffix.lower() in SUFFIXES
                           and not any(part.startswith(".") for part in f.relative_to(p).parts))
         elif p.exists():
-            out.append(p)
+            out.append((p, p.name))
         else:
             raise LeaderboardError(f"{p}: no such file or folder")
     if not out:
         raise LeaderboardError(f"no results files (.json, .jsonl, .csv, .parquet) in {', '.join(map(str, paths))}")
-    return out
+    seen, once = set(), []
+    for f, lab in out:                                  # a file reached twice (its folder and itself) is read once
+        if f.resolve() not in seen:
+            seen.add(f.resolve())
+            once.append((f, lab))
+    return once
+
+
+def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
+    "Files named, and the results files of folders named (sorted, not recursing into hidden folders)."
+    return [f for f, _ in _labelled_paths(paths)]
 
 
 def read_leaderboard(paths: Sequence[str | Path], *, layout: str | None = None,
                      drop_invalid: bool = False) -> tuple[list[ModelFile], dict[str, str]]:
     "Read every file of a leaderboard → (model files, {file: why skipped}); one layout for all."
-    files, skipped = [], {}
-    for p in expand_paths(paths):
+    files, skipped, label = [], {}, {}
+    for p, lab in _labelled_paths(paths):
+        label[str(p)] = lab
         try:
             files += read_published(p, layout)
         except (LeaderboardError, ValueError) as e:
@@ -339,10 +354,17 @@ def read_leaderboard(paths: Sequence[str | Path], *, layout: str | None = None,
         raise LeaderboardError("one leaderboard holds one benchmark, these files mix "
                                + ", ".join(f"{k} ({v})" for k, v in first.items()))
     seen: dict[str, int] = {}
-    for f in files:                                     # two files of one model: keep both, name them apart
+    for f in files:                     # two files of one model: keep both, name them apart by their path
         seen[f.model] = seen.get(f.model, 0) + 1
         if seen[f.model] > 1:
-            f.model = f"{f.model} ({Path(f.path).name})"
+            f.model = f"{f.model} ({label[f.path]})"
+    by_name: dict[str, list[str]] = {}
+    for f in files:
+        by_name.setdefault(f.model, []).append(f.path)
+    clash = next(((m, ps) for m, ps in by_name.items() if len(ps) > 1), None)
+    if clash:
+        raise LeaderboardError(f"{len(clash[1])} results give the model name {clash[0]!r} ({', '.join(clash[1])}): "
+                               "rename a file or pass the folder that holds them")
     return files, skipped
 
 # %% ../nbs/01b_leaderboard_readers.ipynb #7fd9f048
@@ -383,15 +405,23 @@ def check_integrity(files: Sequence[ModelFile], *, items: pd.DataFrame | None = 
                     drop_invalid: bool = False, expected: dict[str, int] | None = None) -> Integrity:
     "Run the integrity checks over a leaderboard's model files; raise LeaderboardError on what stops the run."
     rows, kept, dropped = [], {}, {}
+    names = pd.Series([f.model for f in files])
+    if names.duplicated().any():                        # one name, two files: one would silently replace the other
+        twice = names[names.duplicated()].iloc[0]
+        raise LeaderboardError(f"two files give the model name {twice!r} "
+                               f"({', '.join(f.path for f in files if f.model == twice)}); name them apart")
     layout = files[0].layout
     expected = EXPECTED_COUNTS.get(layout) if expected is None else expected
     for f in files:
-        dup = f.items["id"].duplicated(keep=False)
+        k = pd.Series(item_keys(f.items))               # an item is its subset and id: ids may restart per subset
+        dup = k.duplicated(keep=False).to_numpy()
         if dup.any():
-            first = f.items.loc[dup, "id"].iloc[0]
-            msg = (f"{f.path}: id {first!r} appears {int((f.items['id'] == first).sum())} times "
-                   f"({int(f.items['id'].duplicated().sum())} repeated rows in all); each item must appear once")
-            rows.append(_row("repeated_ids", "error", f.model, "", f.items["id"].duplicated().sum(), msg))
+            first = f.items.loc[dup, ["subset", "id"]].iloc[0]
+            n_rep = int(k.duplicated().sum())
+            msg = (f"{f.path}: id {first['id']!r} appears {int((k == k[dup].iloc[0]).sum())} times "
+                   f"({n_rep} repeated rows in all); each item must appear once in its subset "
+                   f"({first['subset']!r})")
+            rows.append(_row("repeated_ids", "error", f.model, first["subset"], n_rep, msg))
             if not drop_invalid:
                 raise LeaderboardError(msg)
             dropped[f.model] = msg
@@ -437,6 +467,8 @@ def check_integrity(files: Sequence[ModelFile], *, items: pd.DataFrame | None = 
             bad = [r for r in rows if r["check"] == "item_sets_differ"]
             raise LeaderboardError(bad[0]["message"] + f"; pass --common-items to compare on the {len(common)} "
                                    "items every model holds")
+        if items is not None:                            # the benchmark's list decides too
+            common = common & ref
         kept = {m: t[np.isin(keys[m], list(common))].reset_index(drop=True) for m, t in kept.items()}
         if not len(common):
             raise LeaderboardError("the models share no item: nothing to compare")
@@ -452,6 +484,11 @@ def check_integrity(files: Sequence[ModelFile], *, items: pd.DataFrame | None = 
                              f"{sub}: {n} items, the benchmark publishes {expected[sub]}"))
         elif expected and sub not in expected:
             rows.append(_row("unknown_subset", "warning", "", sub, n, f"{sub}: not a subset of this benchmark"))
+    for sub, n in (expected or {}).items():
+        if sub not in sizes.index:
+            rows.append(_row("missing_subset", "warning", "", sub, n,
+                             f"{sub}: no item in the files, the benchmark publishes {n}; the scores and the "
+                             "headline here leave it out"))
     if layout == "rewardbench" and "math-prm" in sizes.index:
         rows.append(_row("subset_weight", "note", "", "math-prm", int(sizes["math-prm"]),
                          f"math-prm: {int(sizes['math-prm'])} items weighted as {RB1_WEIGHTS['math-prm']} in the "

@@ -7,6 +7,7 @@ Docs: https://reward-auditor.github.io/reward_auditor/sampled.html.md"""
 # %% ../nbs/02h_sampled.ipynb #59d8da89
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -213,6 +214,23 @@ def _tests(ws: list[dict], key: str, clustered: bool, **kw) -> list[dict]:
     return [{k: v[lo:hi] for k, v in r.items()} for lo, hi in zip(edges, edges[1:])]
 
 
+def _mean_se(D: np.ndarray, cl) -> np.ndarray:
+    """Per column of D, the standard error of the mean over its finite items: sd/√n, or with clusters `cl` (the
+    sign flips' unit) sd(cluster sums)·√G/n over the G clusters holding its items."""
+    fin = np.isfinite(D)
+    n = fin.sum(axis=0)
+    out = np.full(D.shape[1], np.nan)
+    codes = None if cl is None else pd.factorize(pd.Series(cl, dtype=object))[0]
+    for j in range(D.shape[1]):
+        if codes is None:
+            units = D[fin[:, j], j]
+        else:
+            units = np.bincount(codes[fin[:, j]], weights=D[fin[:, j], j])[np.unique(codes[fin[:, j]])]
+        if units.size > 1:
+            out[j] = np.std(units, ddof=1) * math.sqrt(units.size) / n[j]
+    return out
+
+
 def _family_rows(w: dict, rs: dict, rf: dict, clustered: bool, multiplicity: str, alpha: float,
                  power: float) -> pd.DataFrame:
     "One family's rows: the tests adjusted over its conditions, with counts, variances and detectable changes."
@@ -243,7 +261,7 @@ def _family_rows(w: dict, rs: dict, rf: dict, clustered: bool, multiplicity: str
             "failure_difference": rf["statistic"], "failure_pvalue": rf["pvalue"],
             "failure_p_adjusted": pf, "failure_rejected": rejf,
             "within_var": within, "between_var": between,
-            "mde": z * sd / np.sqrt(n_t), "mde_floor": z * np.sqrt(within / n_t),
+            "mde": z * _mean_se(Ds, w["cl"]), "mde_floor": z * np.sqrt(within / n_t),
             **({"n_clusters": rs["n_clusters"]} if clustered else {})})
 
 

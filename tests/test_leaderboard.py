@@ -13,7 +13,8 @@ import pytest
 from scipy import stats as sps
 
 from reward_auditor.leaderboard import leaderboard, write_rewardbench2_files
-from reward_auditor.leaderboard_readers import LeaderboardError, read_published
+from reward_auditor.leaderboard_readers import (RB1_WEIGHTS, RB2_COUNTS, LeaderboardError, ModelFile, check_integrity,
+                                                read_leaderboard, read_published)
 from reward_auditor.leaderboard_stats import family, simulate_null_leaderboards
 
 REPO = Path(__file__).resolve().parents[1]
@@ -162,7 +163,11 @@ def test_confirm_numbers_equal_scipy(tmp_path):
 
 def test_null_leaderboards_declare_a_difference_at_most_alpha():
     r = simulate_null_leaderboards(n_boards=200, n_models=5, n_items=250, alpha=0.05, seed=11)
-    assert r["n_boards"] >= 200 and r["rate"] <= r["alpha"] + 3 * r["se"], r
+    # the rate is a count of boards out of 200, its standard error the binomial one at alpha
+    assert math.isclose(r["rate"] * 200, round(r["rate"] * 200), abs_tol=1e-9) and 0 <= r["rate"] <= 1, r
+    assert math.isclose(r["se"], math.sqrt(0.05 * 0.95 / 200), rel_tol=1e-12), r
+    assert r["rate"] <= r["alpha"] + 3 * r["se"], r
+    assert simulate_null_leaderboards(n_boards=200, n_models=5, n_items=250, alpha=0.05, seed=11) == r   # seeded
 
 
 def test_pairs_from_one_product_equal_a_loop_over_pairs():
@@ -195,11 +200,18 @@ def two_good(tmp_path):
     return d
 
 
+def _one_line_exit_2(capsys, folder, out, message, *extra):
+    "Run the command on a folder that holds a bad file: exit code 2 and one line on stderr that holds `message`."
+    rc, got = _cli(capsys, "leaderboard", folder, "--out", out, "--no-report", *extra)
+    lines = got.err.strip().splitlines()
+    assert rc == 2 and got.err.count("\n") == 1 and len(lines) == 1, got.err
+    assert message in lines[0], got.err
+    return lines[0]
+
+
 def test_a_file_that_does_not_parse_stops_the_run_or_is_skipped(capsys, two_good, tmp_path):
     (two_good / "rm-c.json").write_text('{"id": [1, 2], "subset": ')
-    rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report")
-    lines = out.err.strip().splitlines()
-    assert rc == 2 and len(lines) == 1 and "rm-c.json: line 1 is not valid JSON" in lines[0], out.err
+    _one_line_exit_2(capsys, two_good, tmp_path / "o", "rm-c.json: line 1 is not valid JSON")
     rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report", "--drop-invalid")
     assert rc == 0, out.err
     j = json.loads((tmp_path / "o" / "leaderboard.json").read_text())
@@ -209,18 +221,16 @@ def test_a_file_that_does_not_parse_stops_the_run_or_is_skipped(capsys, two_good
 def test_repeated_ids_give_one_line_and_exit_2(capsys, two_good, tmp_path):
     pd.DataFrame({"model": "rm-d", "id": [0, 1, 1, 3], "subset": ["s", "s", "s", "t"], "correct": 1}).to_csv(
         two_good / "rm-d.csv", index=False)
-    rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report")
-    assert rc == 2 and out.err.count("\n") == 1
-    assert "rm-d.csv: id '1' appears 2 times (1 repeated rows in all); each item must appear once" in out.err
+    _one_line_exit_2(capsys, two_good, tmp_path / "o",
+                     "rm-d.csv: id '1' appears 2 times (1 repeated rows in all); each item must appear once")
 
 
 def test_item_sets_that_differ_name_the_models_and_common_items_compares(capsys, two_good, tmp_path):
     pd.DataFrame({"model": "rm-e", "id": [0, 1, 2, 9], "subset": ["s", "s", "t", "t"], "correct": 1}).to_csv(
         two_good / "rm-e.csv", index=False)
-    rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report")
-    assert rc == 2 and out.err.count("\n") == 1
-    assert "1 of 3 models (rm-e) hold item sets that differ from the 2 others (rm-a, rm-b) on 2 items in t" in out.err
-    assert "--common-items" in out.err
+    line = _one_line_exit_2(capsys, two_good, tmp_path / "o", "1 of 3 models (rm-e) hold item sets that differ from "
+                            "the 2 others (rm-a, rm-b) on 2 items in t")
+    assert "--common-items" in line
     rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report", "--common-items")
     assert rc == 0, out.err
     j = json.loads((tmp_path / "o" / "leaderboard.json").read_text())
@@ -230,9 +240,9 @@ def test_item_sets_that_differ_name_the_models_and_common_items_compares(capsys,
 
 def test_ids_outside_the_benchmarks_list_stop_the_run(capsys, two_good, tmp_path):
     pd.DataFrame({"id": [0, 1, 2], "subset": ["s", "s", "t"]}).to_csv(tmp_path / "items.csv", index=False)
-    rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report", "--items", tmp_path / "items.csv")
-    assert rc == 2 and out.err.count("\n") == 1
-    assert "rm-a: 1 ids not among the benchmark's id list (subsets t); pass --common-items" in out.err
+    _one_line_exit_2(capsys, two_good, tmp_path / "o",
+                     "rm-a: 1 ids not among the benchmark's id list (subsets t); pass --common-items",
+                     "--items", tmp_path / "items.csv")
     rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report", "--items", tmp_path / "items.csv",
                    "--common-items")
     assert rc == 0 and json.loads((tmp_path / "o" / "leaderboard.json").read_text())["families"]["Overall"]["items"] == 3
@@ -320,3 +330,98 @@ def test_a_model_level_summary_is_not_a_per_item_file(tmp_path):
     with pytest.raises(LeaderboardError, match="org_rm.json: expected a dict of equal-length columns or a list of "
                                                "per-item records; a model-level summary"):
         read_published(tmp_path / "org_rm.json")
+
+
+# --- integrity: the defects a review found ---
+
+def _rb_file(name: str, counts: dict[str, int]) -> ModelFile:
+    "One model's RewardBench items, `counts[subset]` items per subset, every one right."
+    subs = [s for s, n in counts.items() for _ in range(n)]
+    ids = [f"{s}-{k}" for s, n in counts.items() for k in range(n)]
+    t = pd.DataFrame({"id": ids, "subset": subs, "cluster": ids, "credit": 1.0, "reported": np.nan})
+    return ModelFile(name, "rewardbench", f"{name}.json", t)
+
+
+def test_xstest_subsets_of_the_real_sizes_give_no_size_warning():
+    # the files hold 154 should-refuse and 250 should-respond items; the published weights carry the two swapped
+    counts = {"xstest-should-refuse": 154, "xstest-should-respond": 250}
+    f = check_integrity([_rb_file("a", counts), _rb_file("b", counts)]).findings
+    assert f.query("check == 'subset_size'").empty, f
+    assert (RB1_WEIGHTS["xstest-should-refuse"], RB1_WEIGHTS["xstest-should-respond"]) == (250, 154)
+    swapped = {"xstest-should-refuse": 250, "xstest-should-respond": 154}
+    f = check_integrity([_rb_file("a", swapped), _rb_file("b", swapped)]).findings.query("check == 'subset_size'")
+    assert dict(zip(f["subset"], f["count"])) == {"xstest-should-refuse": 96, "xstest-should-respond": 96}
+
+
+def test_ids_that_restart_in_every_subset_are_not_repeated(tmp_path):
+    rng = np.random.default_rng(3)
+    rows = [pd.DataFrame({"model": m, "id": list(range(20)) * 2, "subset": ["a"] * 20 + ["b"] * 20,
+                          "correct": rng.integers(0, 2, 40)}) for m in ("m1", "m2")]
+    pd.concat(rows).to_csv(tmp_path / "long.csv", index=False)
+    res = leaderboard(tmp_path / "long.csv", B=200)
+    assert res.families["Overall"].n_items == 40 and "repeated_ids" not in set(res.integrity.findings["check"])
+    # a real repeat, within one subset, still stops the run and names the subset
+    rows[0].loc[1, "id"] = 0
+    pd.concat(rows).to_csv(tmp_path / "long.csv", index=False)
+    with pytest.raises(LeaderboardError, match=r"id '0' appears 2 times \(1 repeated rows in all\); each item must "
+                                               r"appear once in its subset \('a'\)"):
+        leaderboard(tmp_path / "long.csv", B=200)
+
+
+def test_a_subset_no_file_holds_is_a_finding_the_summary_counts(tmp_path):
+    _rb1(tmp_path / "a.json", {"hep-go": [1, 0, 1, 1]})
+    _rb1(tmp_path / "b.json", {"hep-go": [1, 1, 0, 1]})
+    res = leaderboard(tmp_path, B=200)
+    miss = res.integrity.findings.query("check == 'missing_subset'")
+    assert len(miss) == 22 and "hep-go" not in set(miss["subset"]) and set(miss["severity"]) == {"warning"}
+    assert dict(zip(miss["subset"], miss["count"]))["math-prm"] == 447
+    assert f"missing_subset {int(miss['count'].sum())}" in res.summary()
+    assert ("missing subsets (no file holds them; the headline leaves them out): alpacaeval-easy, alpacaeval-length, "
+            "alpacaeval-hard, mt-bench-easy, mt-bench-med, mt-bench-hard, math-prm, refusals-dangerous and 14 more"
+            in res.summary())
+    # RewardBench 2 without its Ties rows: Ties (102 prompts) is named
+    rb2 = tmp_path / "rb2"
+    write_rewardbench2_files(rb2, {m: {s: 0.0 for s in ("Factuality", "Precise IF", "Math", "Safety", "Focus")}
+                                   for m in ("x", "y")}, n_per_subset=20, n_ties=0)
+    res = leaderboard(rb2, B=200)
+    miss = res.integrity.findings.query("check == 'missing_subset'")
+    assert miss[["subset", "count"]].values.tolist() == [["Ties", RB2_COUNTS["Ties"]]]
+    assert "missing subsets (no file holds them; the headline leaves them out): Ties\n" in res.summary()
+
+
+def test_items_and_common_items_keep_only_the_benchmarks_common_ids(capsys, two_good, tmp_path):
+    # rm-a, rm-b hold s0 s1 t2 t3; rm-e holds s0 s1 t3 t9; every model holds s0 s1 t3, the list names s0 s1 t2
+    pd.DataFrame({"model": "rm-e", "id": [0, 1, 3, 9], "subset": ["s", "s", "t", "t"], "correct": 1}).to_csv(
+        two_good / "rm-e.csv", index=False)
+    pd.DataFrame({"id": [0, 1, 2], "subset": ["s", "s", "t"]}).to_csv(tmp_path / "items.csv", index=False)
+    rc, out = _cli(capsys, "leaderboard", two_good, "--out", tmp_path / "o", "--no-report", "--items",
+                   tmp_path / "items.csv", "--common-items")
+    assert rc == 0, out.err
+    fams = json.loads((tmp_path / "o" / "leaderboard.json").read_text())["families"]
+    assert {k: v["items"] for k, v in fams.items()} == {"s": 2}        # t3, outside the list, is not compared
+
+
+def test_one_file_name_in_three_folders_gives_three_models(tmp_path):
+    d = tmp_path / "runs"
+    for k, sub in enumerate("xyz"):
+        (d / sub).mkdir(parents=True)
+        pd.DataFrame({"id": range(6), "subset": "s", "correct": [1, 0, 1, 0, 1, int(k == 2)]}).to_csv(
+            d / sub / "rm.csv", index=False)
+    files, _ = read_leaderboard([d])
+    assert [f.model for f in files] == ["rm", "rm (y/rm.csv)", "rm (z/rm.csv)"]
+    assert len(leaderboard(d, B=200).headline) == 3
+    with pytest.raises(LeaderboardError, match=r"2 results give the model name 'rm \(rm.csv\)' \(.*y/rm.csv, "
+                                               r".*z/rm.csv\): rename a file or pass the folder"):
+        read_leaderboard([d / sub / "rm.csv" for sub in "xyz"])
+
+
+def test_a_file_named_twice_is_read_once_and_model_files_of_one_name_are_refused(tmp_path):
+    d = tmp_path / "runs"
+    (d / "x").mkdir(parents=True)
+    pd.DataFrame({"id": range(4), "subset": "s", "correct": [1, 0, 1, 1]}).to_csv(d / "x" / "rm.csv", index=False)
+    pd.DataFrame({"id": range(4), "subset": "s", "correct": [1, 0, 0, 1]}).to_csv(d / "other.csv", index=False)
+    assert [f.model for f in read_leaderboard([d, d / "x" / "rm.csv"])[0]] == ["other", "rm"]
+    same = [ModelFile("rm", "long", f"{k}.csv", pd.DataFrame({"id": ["0"], "subset": "s", "cluster": ["0"],
+                                                               "credit": 1.0, "reported": np.nan})) for k in "ab"]
+    with pytest.raises(LeaderboardError, match=r"two files give the model name 'rm' \(a.csv, b.csv\)"):
+        check_integrity(same)

@@ -244,3 +244,21 @@ def test_a_condition_where_nothing_parses_has_no_share_test_and_a_failure_findin
     assert r.loc["LE", "p_adjusted"] == r.loc["LE", "pvalue"]      # NaN stays out of the family's adjustment
     fp = false_positive_rate(v, "PH").iloc[0]
     assert fp.n_undefined == 30 and np.isnan(fp.rate)
+
+
+def test_the_detectable_change_with_clusters_is_that_of_the_cluster_sums():
+    """With clusters the sign flips move whole clusters, so the standard error of the mean change comes from the
+    cluster sums: MDE = z·sd(sums)·√G/n (hand computation); without clusters it is z·sd/√n, and items that move
+    together (a prompt's three pairs) make the clustered MDE the larger."""
+    v = length_judge(n=24, K=2, seed=9)
+    v["prompt"] = v["id"].str[-5:].astype(int).floordiv(3).astype(str)   # 8 prompts of 3 pairs each
+    ic = item_counts(v).pivot(index="id", columns="condition", values="share")
+    d = pd.Series((ic["original"] - ic["LE"]).to_numpy(), index=ic.index)
+    flat = sampled_tests(v, B=500).set_index("condition").loc["LE"]
+    cl = sampled_tests(v, B=500, cluster="prompt").set_index("condition").loc["LE"]
+    assert len(sampled_tests(v, B=50)) == 3                                 # CN, LE, PH: alpha_eff = 0.05/3
+    z = sps.norm.ppf(1 - 0.05 / 3 / 2) + sps.norm.ppf(0.8)
+    sums = d.groupby(d.index.str[-5:].astype(int) // 3).sum()
+    assert flat["mde"] == pytest.approx(z * d.std(ddof=1) / np.sqrt(24), rel=1e-12)
+    assert cl["mde"] == pytest.approx(z * sums.std(ddof=1) * np.sqrt(8) / 24, rel=1e-12)
+    assert cl["mde"] != pytest.approx(flat["mde"], rel=1e-3)               # before: the items' formula either way
