@@ -106,7 +106,7 @@ class LocalBackend:
                  revision: str | None = None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from reward_auditor.model_inputs import pick_device, pick_dtype
-        self.spec, self.revision = str(spec), revision
+        self.spec, self.revision, self.trust_remote_code = str(spec), revision, bool(trust_remote_code)
         self.device = pick_device(device)
         self.dtype = pick_dtype(dtype, self.device)
         try:
@@ -170,6 +170,12 @@ class LocalBackend:
 
 # %% ../nbs/06c_genjudge.ipynb #0e54fa28
 RATIONALE_CHARS = 600   # the characters of a sample's text kept beside its verdict (sample 0 of each order)
+
+
+def _window_refused(rec: Mapping) -> bool:
+    "A record whose every sample is `too_long`: the prompt did not fit the window, nothing was generated."
+    fin = rec.get("finish") or []
+    return bool(fin) and all(f == "too_long" for f in fin)
 
 
 class GenerativeJudgeScorer(Scorer):
@@ -312,7 +318,8 @@ class GenerativeJudgeScorer(Scorer):
         bar = tqdm(total=len(todo), desc=self.name, disable=not progress or len(todo) < 2, leave=False)
 
         def done(key, rec):
-            store.put(key, rec)  # committed as it lands: a killed run keeps every answered request
+            if not _window_refused(rec):  # committed as it lands: a killed run keeps every answered request
+                store.put(key, rec)
             got[key] = rec
             rep["requests"] += 1
             rep["completion_tokens"] += int(rec.get("completion_tokens", 0))
@@ -405,7 +412,8 @@ def _score_chunk(self, items: list) -> tuple[list, list[dict]]:
 def _commit_unit(self, keys: list, records: list) -> int:
     "The driver's write of a finished unit: every record into the generation store, in one transaction."
     store = getattr(self, "_fill_store", None) or self.store_for(None)
-    return store.put_many({k[0]: rec for k, rec in zip(keys, records)})
+    store.put_many({k[0]: rec for k, rec in zip(keys, records) if not _window_refused(rec)})
+    return len(keys)
 
 
 def _recipe(self) -> dict:
@@ -417,8 +425,8 @@ def _recipe(self) -> dict:
         kw.update(model=b.model, concurrency=b.concurrency, **b.client.options())
         return {"cls": endpoint_genjudge, "args": [b.url], "kwargs": kw, "env": b.client.needed_env()}
     if isinstance(b, LocalBackend):
-        kw.update(device=b.device, dtype=str(b.dtype).replace("torch.", ""), revision=b.revision)
-        return {"cls": local_genjudge, "args": [b.spec], "kwargs": kw}
+        kw.update(dtype=str(b.dtype).replace("torch.", ""), revision=b.revision, trust_remote_code=b.trust_remote_code)
+        return {"cls": local_genjudge, "spec": b.spec, "kwargs": kw}   # the worker's device (build_scorer's) wins
     return {"object": self}
 
 

@@ -466,6 +466,12 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, tur
         kw = {**p.defaults, **{k: v for k, v in options.items() if k in p.defaults}, **own}
         new = df.copy()
         changed, size, sem = np.zeros(len(df), bool), np.zeros(len(df), int), {}
+        both = getattr(p, "pair_context", None) if p.paired and p.side == "response" else None
+        pair = None  # one decision per pair, the same for both answers, on what is rewritten (a stepped answer's last step)
+        if both:
+            seen = [[str(s[-1]) if len(s) else "" for s in df[f"{f}_steps"]] if f"{f}_steps" in df.columns
+                    else df[f].tolist() for f in ("chosen", "rejected")]
+            pair = [both(c, r) for c, r in zip(*seen)]
         # a response perturbation rewrites both answers unless it names its fields (MK: the rejected one only)
         for f in (("prompt",) if p.side == "prompt" else tuple(getattr(p, "fields", ("chosen", "rejected")))):
             key = "response" if p.paired and p.side == "response" else f   # paired: one draw per item, both answers
@@ -473,9 +479,10 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, tur
             before = df[f].tolist()
             stepped = p.side == "response" and f"{f}_steps" in df.columns  # step-annotated solutions: step by step
             if stepped:
-                after, new[f"{f}_steps"] = perturb_steps(p, seed, ids, key, df[f"{f}_steps"].tolist(), kw)
+                after, new[f"{f}_steps"] = perturb_steps(p, seed, ids, key, df[f"{f}_steps"].tolist(), kw, pair)
             else:
-                after = p.apply_many(before, rngs, **kw)
+                after = p.apply_many(before, rngs, **kw) if pair is None else [
+                    p.apply(t, r, **kw, **x) for t, r, x in zip(before, rngs, pair)]
             if len(after) != len(before) or not all(isinstance(x, str) for x in after):
                 raise PerturbationError(f"{name} must return one string per input text")
             if name in SEMANTIC_THRESHOLDS and not semantic_check:
@@ -656,7 +663,7 @@ STEP_PERTURBATIONS = ("SN", "MX")
 
 
 def perturb_steps(p: Perturbation, seed: int, ids: Sequence[str], field: str, steps: Sequence[Sequence[str]],
-                  kw: dict) -> tuple[list[str], list[list[str]]]:
+                  kw: dict, pair: list[dict] | None = None) -> tuple[list[str], list[list[str]]]:
     "Each solution's steps perturbed one by one (or as a whole by a step perturbation) → (joined texts, step lists)."
     from reward_auditor.steps import STEP_JOIN
     flat, where, rngs = [], [], []
@@ -664,7 +671,8 @@ def perturb_steps(p: Perturbation, seed: int, ids: Sequence[str], field: str, st
     for i, (item, st) in enumerate(zip(ids, steps)):
         st = [str(x) for x in st]
         if hasattr(p, "apply_steps"):
-            new = p.apply_steps(st, item_rng(seed, p.name, p.version, item, f"{field}_steps"), **kw)
+            new = p.apply_steps(st, item_rng(seed, p.name, p.version, item, f"{field}_steps"), **kw,
+                                **(pair[i] if pair else {}))
             if len(new) != len(st):
                 raise PerturbationError(f"{p.name} changed the number of steps of item {item!r} ({len(st)} → {len(new)})")
             out_steps.append([str(x) for x in new])

@@ -63,9 +63,11 @@ class MasterKey(Perturbation):
 FORMAT_STYLES = ("boxed", "answer_heading", "answer_label", "final_answer")
 FORMAT_WRAPPERS = {"boxed": "\\boxed{{{}}}", "answer_heading": "# Answer\n\n{}", "answer_label": "**Answer:** {}",
                    "final_answer": "The final answer is {}.", "bare": "{}"}
-_NUMBER = re.compile(r"(?<![\w.^_\\])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\w])")
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?"
+_NUMBER = re.compile(r"(?<![\w.^_\\{])" + _NUM + r"(?![\w^_}])")   # a number standing alone: not 10 of 10^5
 _CODE = re.compile(r"(?ms:^[ \t]*(?:```|~~~).*?(?:^[ \t]*(?:```|~~~)[^\n]*$|\Z))|``[^\n]+?``|`[^`\n]+`")
 _MATH = re.compile(r"(?s:\$\$.+?\$\$)|(?s:\\\[.+?\\\])|(?s:\\\(.+?\\\))|\$(?=\S)[^$\n]*?\S\$|\$\S\$")
+_RHS = re.compile(r"(?s)((?:.*[^<>!:\\]=)?\s*)(" + _NUM + r")\s*")   # math that is a number, or `… = number`
 
 
 def wrap_answer(answer: str, style: str) -> str:
@@ -90,19 +92,53 @@ def _inside(spans: list[tuple[int, int]], i: int, j: int) -> bool:
     return any(s <= i and j <= e for s, e in spans)
 
 
+def _delimiters(math: str) -> tuple[int, int]:
+    "Lengths of a math span's opening and closing delimiters (`$`, `$$`, `\\(`, `\\[`)."
+    n = 2 if math[:2] in ("$$", "\\(", "\\[") else 1
+    return n, n
+
+
+def _depth(text: str, skip: list[tuple[int, int]]) -> int:
+    "Open braces at the end of `text` (escaped braces and the `skip` spans not counted)."
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "{}" and (i == 0 or text[i - 1] != "\\") and not _inside(skip, i, i + 1):
+            depth += 1 if ch == "{" else -1
+    return depth
+
+
 def final_answer(text: str) -> tuple[int, int] | None:
-    "Span of the final answer: the last number outside code (None when there is none)."
+    """Span of the final answer, found at the last digit outside code: inside math, the number alone when it is all
+    the math or all of its right-hand side (`$x = 12$`), else the whole math span (`$\\frac{3}{5}$`, `$2\\sqrt{3}$`);
+    outside math, the number standing there. None when there is no digit, or when the last one is part of a larger
+    expression outside math (`10^5`, a brace group): a part of an answer is never taken for the answer."""
     code = [m.span() for m in _CODE.finditer(text)]
-    spans = [m.span() for m in _NUMBER.finditer(text) if not _inside(code, *m.span())]
-    return spans[-1] if spans else None
+    digits = [m.start() for m in re.finditer(r"\d", text) if not _inside(code, m.start(), m.start() + 1)]
+    if not digits:
+        return None
+    j = digits[-1]
+    for m in _MATH.finditer(text):
+        s, e = m.span()
+        if s <= j < e and not _inside(code, s, e):
+            o, c = _delimiters(m.group())
+            hit = _RHS.fullmatch(text, s + o, e - c)
+            if hit and _depth(hit.group(1), []) == 0:
+                return hit.span(2)
+            return s, e
+    num = next((m.span() for m in _NUMBER.finditer(text) if m.start() <= j < m.end()), None)
+    if num is None or _depth(text[:num[0]], code) != 0:
+        return None
+    return num
 
 
-def answer_format(text: str, rng: np.random.Generator, style: str = "auto") -> str:
-    "FMT: a boxed answer unboxed; otherwise the final answer wrapped in `style` (seeded from FORMAT_STYLES when 'auto')."
+def answer_format(text: str, rng: np.random.Generator, style: str = "auto", boxed: bool | None = None) -> str:
+    """FMT: a boxed answer unboxed; otherwise the final answer wrapped in `style` (seeded from FORMAT_STYLES when
+    'auto'). `boxed` is the pair's decision (True: unbox, a no-op on an answer without a box; False: wrap); None
+    decides from this text alone."""
     if style != "auto" and style not in FORMAT_STYLES:
         raise PerturbationError(f"FMT: style must be 'auto' or one of {list(FORMAT_STYLES)}, got {style!r}")
     pick = FORMAT_STYLES[int(rng.integers(len(FORMAT_STYLES)))]   # drawn always, so 'auto' and a fixed style share draws
-    if _boxed_spans(text):
+    if bool(_boxed_spans(text)) if boxed is None else boxed:
         return unbox(text)
     span = final_answer(text)
     if span is None:
@@ -112,24 +148,31 @@ def answer_format(text: str, rng: np.random.Generator, style: str = "auto") -> s
     ans = text[s:e]
     if style == "boxed":
         math = [m.span() for m in _MATH.finditer(text)]
-        boxed = wrap_answer(ans, "boxed")
-        return text[:s] + (boxed if _inside(math, s, e) else f"${boxed}$") + text[e:]
+        if (s, e) in math:  # a whole math span: its contents boxed, its delimiters kept
+            o, c = _delimiters(ans)
+            return text[:s] + ans[:o] + wrap_answer(ans[o:len(ans) - c], "boxed") + ans[len(ans) - c:] + text[e:]
+        boxed_ans = wrap_answer(ans, "boxed")
+        return text[:s] + (boxed_ans if _inside(math, s, e) else f"${boxed_ans}$") + text[e:]
     return text.rstrip() + "\n\n" + wrap_answer(ans, style)
 
 
 class AnswerFormat(Perturbation):
     "FMT: `answer_format` on each answer (one draw per item for both); on step-annotated solutions, on the last step."
     def __init__(self):
-        super().__init__("FMT", "response", "stylized", "1", {"style": "auto"},
+        super().__init__("FMT", "response", "stylized", "2", {"style": "auto"},
                          "answer format: a boxed answer unboxed, else its final answer wrapped (\\boxed{}, '# Answer', …)",
                          variant="final-answer-wrapper", paired=True)
 
-    def apply(self, text: str, rng: np.random.Generator, style: str = "auto") -> str:
-        return answer_format(text, rng, style)
+    def pair_context(self, chosen: str, rejected: str) -> dict:
+        "The pair's decision, the same for both answers: unbox both when either is boxed, else wrap both."
+        return {"boxed": bool(_boxed_spans(chosen) or _boxed_spans(rejected))}
 
-    def apply_steps(self, steps, rng, style: str = "auto"):
+    def apply(self, text: str, rng: np.random.Generator, style: str = "auto", boxed: bool | None = None) -> str:
+        return answer_format(text, rng, style, boxed)
+
+    def apply_steps(self, steps, rng, style: str = "auto", boxed: bool | None = None):
         "The final answer lives in the last step: only that step is wrapped (or unboxed); the step count is kept."
-        return [*steps[:-1], answer_format(steps[-1], rng, style)] if steps else list(steps)
+        return [*steps[:-1], answer_format(steps[-1], rng, style, boxed)] if steps else list(steps)
 
 
 register(AnswerFormat(), replace=True)

@@ -72,9 +72,11 @@ def spell(fmt: str, side: str) -> str:
 
 class FakeJudgeServer(LocalServer):
     def __init__(self, fail_rate: float = 0.25, delay: float = 0.0, fail: list[int] | None = None,
-                 judges=JUDGES, die_after: int | None = None, port: int = 0, max_prompt_words: int | None = None):
+                 judges=JUDGES, die_after: int | None = None, port: int = 0, max_prompt_words: int | None = None,
+                 ignore_n: bool = False):
         self.fail_rate, self.delay, self.fail, self.judges = float(fail_rate), float(delay), list(fail or []), tuple(judges)
         self.die_after, self.max_prompt_words = die_after, max_prompt_words
+        self.ignore_n = bool(ignore_n)   # answer one choice whatever `n` asks (a server without n)
         self.requests = self.choices = self.active = self.max_active = 0
         self.invalid_seen: set = set()
         self.kwargs_seen: list = []
@@ -162,7 +164,7 @@ class FakeJudgeServer(LocalServer):
         return f"{think}Comparing both answers on accuracy and detail.\nVerdict: {spell(fmt, side)}", False
 
     def chat(self, body: dict) -> dict:
-        n, seed = int(body.get("n") or 1), int(body.get("seed") or 0)
+        n, seed = 1 if self.ignore_n else int(body.get("n") or 1), int(body.get("seed") or 0)
         kw = body.get("chat_template_kwargs") or {}
         thinking = kw.get("enable_thinking", True) is not False
         choices, tokens = [], 0

@@ -159,6 +159,11 @@ def test_a_server_that_ignores_n_is_one_clear_error(server):
     sc = GenerativeJudgeScorer(One(server.url, "length-judge"), samples=3)
     with pytest.raises(Exception, match="returned 1"):
         sc.score_pairs(make_pairs(1), progress=False)
+    with FakeJudgeServer(ignore_n=True) as srv:  # the backend's own check of the server's answer
+        sc = GenerativeJudgeScorer(ChatBackend(srv.url, "length-judge", concurrency=1), samples=3)
+        with pytest.raises(EndpointError, match=r"returned 1 choices for n=3: does the server honour n\?"):
+            sc.score_pairs(make_pairs(1), progress=False)
+        assert srv.requests == 1  # not retried: one clear error
     with FakeJudgeServer(fail=[503]) as srv:  # a transient error is retried
         ok = GenerativeJudgeScorer(ChatBackend(srv.url, "null-judge", backoff=0.01), samples=2)
         assert len(ok.score_pairs(make_pairs(1), progress=False)) == 1
@@ -190,6 +195,12 @@ def test_condition_verdicts_copy_the_original_rows_of_unchanged_items(server):
     assert list(v.columns) == ["condition", "id", "order", "sample", "verdict", "subset", "rationale"]
     assert len(v) == 4 * 8 and (v["condition"] == "pad").all()
     assert v["id"].tolist() == [i for i in data["id"] for _ in range(8)]
+    cols = ["id", "order", "sample", "verdict", "subset", "rationale"]
+    got = v[v["id"] == data["id"][1]][cols].reset_index(drop=True)
+    assert got.equals(sc.last_verdicts[cols].reset_index(drop=True))  # the re-scored item: the scorer's new rows
+    assert not got.equals(base[base["id"] == data["id"][1]][cols].reset_index(drop=True))  # which differ from the base's
+    for i in data["id"].drop(1):  # the unchanged items: the original's rows, as they were
+        assert v[v["id"] == i][cols].reset_index(drop=True).equals(base[base["id"] == i][cols].reset_index(drop=True))
 
 
 RESUME = textwrap.dedent("""
@@ -295,6 +306,50 @@ def test_a_prompt_longer_than_the_window_loses_its_samples_not_the_run():
     with FakeJudgeServer(fail=[400]) as srv:  # any other refusal still stops at once, quoting the server
         with pytest.raises(EndpointError, match="HTTP 400"):
             GenerativeJudgeScorer(ChatBackend(srv.url, "length-judge"), samples=2).score_pairs(data, progress=False)
+
+
+def test_a_window_refusal_is_not_stored_so_a_larger_window_generates_it():
+    data = make_pairs(2, seed=12)
+    data.loc[1, "chosen"] = " ".join(["word"] * 400)
+    store = GenerationStore(":memory:")
+    with FakeJudgeServer(max_prompt_words=300) as small:
+        sc = GenerativeJudgeScorer(ChatBackend(small.url, "length-judge"), samples=2, store=store)
+        a = sc.score_pairs(data, progress=False)
+    assert a["n_invalid"].tolist() == [0, 4] and sc.last_report["too_long"] == 4
+    with FakeJudgeServer() as big:  # the same judge behind a larger window, the same store
+        sc = GenerativeJudgeScorer(ChatBackend(big.url, "length-judge"), samples=2, store=store)
+        b = sc.score_pairs(data, progress=False)
+        assert sc.last_report["requests"] == big.requests == 2  # the refused pair's two orders, asked again
+    assert sc.last_report["stored_requests"] == 2 and sc.last_report["too_long"] == 0
+    assert b["n_invalid"].tolist() == [0, 0] and np.isfinite(b["margin"]).all()
+    # an engine's commit keeps the same rule: a refused record is not written, a generated one is
+    refused = {"texts": ["", ""], "finish": ["too_long"] * 2, "completion_tokens": 0, "prompt_tokens": 0}
+    fine = {"texts": ["Verdict: [[A]]", "Verdict: [[B]]"], "finish": ["stop"] * 2, "completion_tokens": 4,
+            "prompt_tokens": 9}
+    sc._fill_store = store
+    sc.commit_unit([("refused-key",), ("fine-key",)], [refused, fine])
+    assert set(store.get_many(["refused-key", "fine-key"])) == {"fine-key"}
+
+
+def test_a_local_judge_rebuilt_on_a_worker_keeps_trust_remote_code_and_takes_the_workers_device(tmp_path):
+    from tiny_models import tiny_lm
+    from reward_auditor.engines import build_scorer, scorer_recipe
+    from reward_auditor.genjudge import LocalBackend, local_genjudge
+    folder = tiny_lm(tmp_path / "lm")
+    sc = GenerativeJudgeScorer(LocalBackend(str(folder), device="cpu", dtype="float32", trust_remote_code=True),
+                               samples=2, max_tokens=8, name="tiny")
+    assert sc.backend.trust_remote_code is True
+    rec = scorer_recipe(sc)
+    assert rec["kwargs"]["trust_remote_code"] is True and "device" not in rec["kwargs"]
+    seen = {}
+
+    def spy(spec, **kw):  # what the worker builds the judge with
+        seen.update(kw, spec=spec)
+        return local_genjudge(spec, **kw)
+    built = build_scorer({**rec, "cls": spy}, device="cpu")   # the worker's device, given by its engine
+    assert seen["device"] == "cpu" and seen["trust_remote_code"] is True and seen["spec"] == str(folder)
+    assert built.backend.trust_remote_code is True and built.fingerprint == sc.fingerprint
+    assert (built.samples, built.sampling, built.name) == (sc.samples, sc.sampling, sc.name)
 
 
 def test_the_run_folder_keeps_every_verdict_and_items_carry_the_counts(server, tmp_path):

@@ -107,3 +107,38 @@ def test_on_step_annotated_solutions_fmt_wraps_the_last_step_and_mk_says_why_it_
         assert len(steps) == 2 and steps[0] == before[0] and steps[1].startswith(before[1]) and steps[1] != before[1]
     with pytest.raises(pt.PerturbationError, match="MK replaces a whole answer"):
         pt.perturb(d, ["MK"])
+
+
+@pytest.mark.parametrize("text, boxed", [
+    (r"So the answer is $\frac{3}{5}$.", r"So the answer is $\boxed{\frac{3}{5}}$."),
+    (r"Hence $2\sqrt{3}$.", r"Hence $\boxed{2\sqrt{3}}$."),
+    (r"The root is $\sqrt{2}$.", r"The root is $\boxed{\sqrt{2}}$."),
+    ("It equals 10^5.", "It equals 10^5."),
+    (r"The area is $x^{2}$ where x=4, so 16.", r"The area is $x^{2}$ where x=4, so $\boxed{16}$."),
+])
+def test_fmt_never_takes_a_part_of_a_latex_answer_for_the_answer(text, boxed):
+    from reward_auditor.probes import answer_format
+    assert answer_format(text, np.random.default_rng(0), "boxed") == boxed
+    for style in ("answer_heading", "answer_label", "final_answer"):  # what is appended is the whole answer
+        out = answer_format(text, np.random.default_rng(0), style)
+        assert out == text or out.startswith(text + "\n\n"), (style, out)
+        tail = out[len(text):]
+        assert r"\boxed" not in out and "{5}" not in tail.replace(r"\frac{3}{5}", "") and "^5" not in tail
+
+
+def test_fmt_gives_both_answers_of_a_pair_the_same_treatment():
+    f = pt.perturb(DATA, ["FMT"], seed=0)["FMT"].frame
+    boxed = DATA["chosen"].str.contains(r"\\boxed", regex=True)
+    # chosen boxed, rejected plain: both come out unboxed; the plain one is not wrapped (no directional change)
+    assert (f.loc[boxed, "rejected"] == DATA.loc[boxed, "rejected"]).all()
+    assert not f.loc[boxed, "chosen"].str.contains(r"\\boxed", regex=True).any()
+    for seed in range(8):  # whichever side is boxed, the other is never wrapped
+        flipped = DATA.rename(columns={"chosen": "rejected", "rejected": "chosen"})
+        g = pt.perturb(flipped, ["FMT"], seed=seed)["FMT"].frame
+        assert (g.loc[boxed, "chosen"] == flipped.loc[boxed, "chosen"]).all()
+        assert not g.loc[boxed, "rejected"].str.contains(r"\\boxed", regex=True).any()
+    d = DATA.head(2).assign(chosen_steps=[["Add.", r"So $\boxed{12}$."], ["Add.", "So 3."]],
+                            rejected_steps=[["Add.", "It is 13."], ["Add.", "So 4."]])
+    s = pt.perturb(d, ["FMT"], seed=0)["FMT"].frame   # step-annotated: the same pair decision on the last step
+    assert s["chosen_steps"][0] == ["Add.", "So $12$."] and s["rejected_steps"][0] == ["Add.", "It is 13."]
+    assert s["rejected_steps"][1][1] != "So 4."
