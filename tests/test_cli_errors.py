@@ -6,12 +6,9 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from reward_auditor.cli import main
 
 
-def _run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    return rc, capsys.readouterr()
+from cli_inprocess import run_main as _run  # noqa: E402
 
 
 @pytest.fixture

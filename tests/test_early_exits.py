@@ -10,12 +10,10 @@ import pytest
 
 from reward_auditor import cli, cli_audit
 from reward_auditor import rewriters as R
-from reward_auditor.cli import build_parser, main
+from reward_auditor.cli import build_parser
 
 
-def _run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    return rc, capsys.readouterr()
+from cli_inprocess import run_main as _run  # noqa: E402
 
 
 def _closed_port() -> int:

@@ -184,10 +184,7 @@ def test_pairs_from_one_product_equal_a_loop_over_pairs():
 
 # --- bad input through the command: one line, exit code 2 ---
 
-def _cli(capsys, *argv):
-    from reward_auditor.cli import main
-    rc = main([str(a) for a in argv])
-    return rc, capsys.readouterr()
+from cli_inprocess import run_main as _cli  # noqa: E402
 
 
 @pytest.fixture

@@ -15,9 +15,7 @@ from reward_auditor.data import load_sample
 B = ("--scorer", "length", "-B", "50", "--no-report", "-q")
 
 
-def _run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    return rc, capsys.readouterr()
+from cli_inprocess import run_main as _run  # noqa: E402
 
 
 def _one_line(err):
