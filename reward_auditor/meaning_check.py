@@ -20,10 +20,11 @@ from .resources import cache_dir
 
 # %% auto #0
 __all__ = ['SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'EMBED_DEVICE_BUDGET', 'SEMANTIC_OFF',
-           'SEMANTIC_CHECK_DEFAULT', 'MINILM_ENCODER', 'MINILM_MAX_TOKENS', 'TORCH_ENCODER', 'layer_norm', 'erf',
-           'gelu', 'attention', 'minilm_tokenizer', 'MiniLMTokens', 'SentenceEmbedder', 'minilm_folder', 'minilm_id',
-           'sentence_embedder', 'semantic_embeddings', 'device_name', 'TorchSentenceEmbedder', 'plain_text',
-           'semantic_key', 'same_tokens', 'semantic_filter']
+           'SEMANTIC_CHECK_DEFAULT', 'MINILM_ENCODER', 'MINILM_MAX_TOKENS', 'TORCH_ENCODER', 'SCREEN_ENCODER',
+           'SCREEN_MARGIN', 'SCREEN_TOKEN_BUDGET', 'SCREEN_MIN_TOKENS', 'layer_norm', 'erf', 'gelu', 'attention',
+           'minilm_tokenizer', 'MiniLMTokens', 'SentenceEmbedder', 'minilm_folder', 'minilm_id', 'sentence_embedder',
+           'semantic_embeddings', 'device_name', 'TorchSentenceEmbedder', 'screen_available', 'ScreenEmbedder',
+           'screen_embeddings', 'plain_text', 'semantic_key', 'same_tokens', 'similarities', 'semantic_filter']
 
 # %% ../nbs/04b_meaning_check.ipynb #2bb201ce
 SEMANTIC_THRESHOLDS = {"ST": 0.80, "SP": 0.75, "SP-model": 0.75}  # SP: compared without its Markdown layout
@@ -321,6 +322,95 @@ class TorchSentenceEmbedder(MiniLMTokens):
             torch.set_float32_matmul_precision(before)
         return v.cpu().numpy()
 
+# %% ../nbs/04b_meaning_check.ipynb #5c1e7a91
+SCREEN_ENCODER = "torch-bf16-screen/1"   # the screen's identity (its vectors are never stored)
+SCREEN_MARGIN = 0.02        # a screened similarity this far from the threshold decides its pair; nearer ones are embedded exactly
+SCREEN_TOKEN_BUDGET = 4096  # padded tokens per batch of the screen
+SCREEN_MIN_TOKENS = 10_000  # fewer tokens to embed than this: the float32 encoder is about as quick as loading torch and the screen
+
+
+def screen_available() -> bool:
+    "Whether the bfloat16 screen is faster here: torch installed, a CPU with AMX tiles, and not switched off ($REWARD_AUDITOR_SCREEN=off)."
+    import importlib.util
+    if os.environ.get("REWARD_AUDITOR_SCREEN", "on").strip().lower() in ("off", "0", "no", "false"):
+        return False
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)   # torch's own test: the CPU has tiles and the OS enabled them
+    return bool(amx and amx())
+
+
+class ScreenEmbedder(MiniLMTokens):
+    "all-MiniLM-L6-v2 in bfloat16 with torch (float32 sums in each product): a quick, slightly rounded copy of `SentenceEmbedder`."
+    def __init__(self, folder: Path):
+        import torch
+        from safetensors.numpy import load_file
+        super().__init__(folder)
+        cfg = json.loads((self.folder / "config.json").read_text())
+        self.heads, self.eps, self._torch = cfg["num_attention_heads"], float(cfg["layer_norm_eps"]), torch
+        n = os.environ.get("REWARD_AUDITOR_EMBED_THREADS")
+        if n:
+            torch.set_num_threads(int(n))
+        w = load_file(str(self.folder / "model.safetensors"))
+        e, bf = "embeddings.", torch.bfloat16
+        self.word, self.pos = torch.from_numpy(w[e + "word_embeddings.weight"]), torch.from_numpy(w[e + "position_embeddings.weight"])
+        self.type0 = torch.from_numpy(w[e + "token_type_embeddings.weight"][0])
+        self.embed_ln = torch.from_numpy(w[e + "LayerNorm.weight"]), torch.from_numpy(w[e + "LayerNorm.bias"])
+
+        def bf16(a):  # a layer's matrices turned to in × out, as `addmm` takes them
+            t = torch.from_numpy(a).to(bf)
+            return t.t().contiguous() if t.ndim == 2 else t
+        self.layers = [{k: tuple(map(bf16, v)) if isinstance(v, tuple) else bf16(v)
+                        for k, v in SentenceEmbedder._layer(w, f"encoder.layer.{i}.").items()}
+                       for i in range(cfg["num_hidden_layers"])]
+        self.model_id = f"{minilm_id(self.folder)} {SCREEN_ENCODER}"
+
+    def _attention(self, h, B: int, L: int, pad, out):
+        "Self-attention of a padded batch, `h` (B·L, 3·hidden), into the first B·L rows of `out`; scores and softmax in float32."
+        torch, H = self._torch, h.shape[1] // 3
+        d = H // self.heads
+        q, k, v = h.view(B, L, 3, self.heads, d).permute(2, 0, 3, 1, 4).reshape(3, B * self.heads, L, d)
+        s = torch.bmm(q, k.transpose(1, 2)).float()
+        s.mul_(d ** -0.5)
+        s.view(B, self.heads, L, L).add_(pad)
+        p = torch.softmax(s, -1).to(h.dtype)
+        out[:B * L].view(B, L, self.heads, d).copy_(torch.bmm(p, v).view(B, self.heads, L, d).transpose(1, 2))
+        return out
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        "One unit vector per text of one batch (the mean over its real tokens), as float32 numpy."
+        torch, F = self._torch, self._torch.nn.functional
+        ids, mask = (torch.from_numpy(a) for a in self.token_ids(texts))
+        B, L = ids.shape
+        H, n = self.word.shape[1], B * L
+        # the products run on a row count rounded up to 1,024: a handful of shapes, each prepared once by torch
+        rows = -(-n // 1024) * 1024
+        pad = torch.zeros(B, 1, 1, L).masked_fill_(~mask[:, None, None, :], float("-inf"))
+        with torch.inference_mode():
+            x, att = torch.zeros(rows, H, dtype=torch.bfloat16), torch.zeros(rows, H, dtype=torch.bfloat16)
+            x[:n] = F.layer_norm(self.word[ids] + self.pos[:L] + self.type0, (H,), *self.embed_ln, self.eps).view(n, H)
+            for p in self.layers:
+                qkv = torch.addmm(p["qkv_b"], x, p["qkv"])[:n]
+                a = torch.addmm(p["out_b"], self._attention(qkv, B, L, pad, att), p["out"])
+                x = F.layer_norm(a.add_(x), (H,), *p["ln1"], self.eps)
+                f = torch.addmm(p["down_b"], F.gelu(torch.addmm(p["up_b"], x, p["up"])), p["down"])
+                x = F.layer_norm(f.add_(x), (H,), *p["ln2"], self.eps)
+            m = mask[..., None].float()
+            v = (x[:n].view(B, L, H).float() * m).sum(1) / m.sum(1)
+            return F.normalize(v, dim=-1, eps=1e-12).numpy()
+
+
+def screen_embeddings(tokens: int):
+    "The screen's `store.Embeddings` (in memory only) where it pays for `tokens` to embed, else None (off, not faster, or too few)."
+    from reward_auditor import store
+    folder = minilm_folder()
+    if folder is None or tokens < SCREEN_MIN_TOKENS or not screen_available():
+        return None
+    return store.embeddings(f"{minilm_id(folder)} {SCREEN_ENCODER}", lambda: ScreenEmbedder(folder),
+                            budget=SCREEN_TOKEN_BUDGET, store=False, screen=True)
+
+
 # %% ../nbs/04b_meaning_check.ipynb #fb687415
 _MD_HEADING = re.compile(r"(?m)^[ \t]*#{1,6}[ \t].*$")
 _MD_MARK = re.compile(r"(?m)^[ \t]*(?:[-*+]|\d+[.)])[ \t]+|\*\*|__|^[ \t]*>[ \t]?")
@@ -361,6 +451,23 @@ def same_tokens(folder: Path, before: list[str], after: list[str]) -> np.ndarray
     return same
 
 
+def _cosines(emb, xs: list[str], ys: list[str]) -> np.ndarray:
+    "Cosine similarity of each pair of texts by one `store.Embeddings` (each distinct text embedded once)."
+    vec = emb.vectors(list(xs) + list(ys))
+    return (vec[:len(xs)] * vec[len(xs):]).sum(1)
+
+
+def similarities(xs: list[str], ys: list[str], threshold: float, exact, screen=None) -> np.ndarray:
+    "Each pair's similarity by the `exact` embeddings, or with a `screen`: its value where it lies over `SCREEN_MARGIN` from `threshold`."
+    if screen is None:
+        return _cosines(exact, xs, ys)
+    sim = _cosines(screen, xs, ys)
+    near = np.flatnonzero(np.abs(sim - threshold) <= SCREEN_MARGIN)
+    if len(near):   # the pairs the screen cannot decide: the float32 encoder's similarity, from its store when kept
+        sim[near] = _cosines(exact, [xs[k] for k in near], [ys[k] for k in near])
+    return sim
+
+
 def semantic_filter(name: str, before: list[str], after: list[str], device: str | None = None) -> tuple[list[str], dict]:
     "Undo rewrites whose embedding similarity to the original falls below the threshold → (texts, record); `device`: embed there with torch."
     folder = minilm_folder()
@@ -375,9 +482,10 @@ def semantic_filter(name: str, before: list[str], after: list[str], device: str 
         return after, {"backend": emb.model_id, "threshold": thr, "checked": 0, "rejected": 0}
     sim = np.ones(len(pairs), np.float32)     # a pair the encoder cannot tell apart is not embedded
     differ = np.flatnonzero(~same_tokens(folder, [x for _, x, _ in pairs], [y for _, _, y in pairs]))
-    if len(differ):
-        vec = emb.vectors([pairs[k][1] for k in differ] + [pairs[k][2] for k in differ])   # each distinct text once
-        sim[differ] = (vec[:len(differ)] * vec[len(differ):]).sum(1)
+    if len(differ):   # decided as the float32 encoder decides them; with the screen, only pairs near `thr` embedded exactly
+        tokens = sum(map(len, _TOKENIZED.get(Path(folder), {}).values()))   # the distinct texts' ids `same_tokens` kept
+        sim[differ] = similarities([pairs[k][1] for k in differ], [pairs[k][2] for k in differ], thr, emb,
+                                   screen_embeddings(tokens) if device is None else None)
     worst: dict[int, float] = {}
     for (i, _, _), s_ in zip(pairs, sim):
         worst[i] = min(worst.get(i, 1.0), float(s_))

@@ -175,8 +175,8 @@ class Embeddings:
     "Unit vectors for texts, each distinct text computed once (memory, then the store, then the model)."
 
     def __init__(self, model_id: str, load: Callable[[], object], budget: int = 8192, max_rows: int = 256,
-                 store: EmbeddingStore | None | bool = True):
-        self.model_id, self._load = model_id, load
+                 store: EmbeddingStore | None | bool = True, screen: bool = False):
+        self.model_id, self._load, self.screen = model_id, load, screen   # screen: a quick approximate copy, counted apart
         self.budget, self.max_rows = int(budget), int(max_rows)
         self._store = store
         self._model = None
@@ -258,10 +258,13 @@ def release_embedders(forget: bool = True) -> None:
 
 
 def embedding_stats() -> dict:
-    "Totals over this process's embedding models: computed, from_store, from_memory, loads."
-    out = {"computed": 0, "from_store": 0, "from_memory": 0, "loads": 0}
+    "Totals over this process's embedding models: computed, from_store, from_memory, loads; screened: texts a screen looked at."
+    out = {"computed": 0, "from_store": 0, "from_memory": 0, "loads": 0, "screened": 0}
     for e in _EMBEDDINGS.values():
-        for k in out:
+        if e.screen:
+            out["screened"] += e.stats["computed"] + e.stats["from_memory"]
+            continue
+        for k in ("computed", "from_store", "from_memory", "loads"):
             out[k] += e.stats[k]
     return out
 

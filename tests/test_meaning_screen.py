@@ -1,0 +1,106 @@
+"""The meaning check's bfloat16 screen: it decides only what the float32 encoder would decide, stores nothing, and
+runs only where it pays."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import shared_file
+from reward_auditor import meaning_check as MC
+from reward_auditor import perturbations as P
+from reward_auditor import store as S
+from reward_auditor.data import load_preferences
+
+
+def _folder():
+    if MC.minilm_folder() is None:
+        pytest.skip("all-MiniLM-L6-v2 weights package (reward-auditor[semantic]) is not installed")
+    pytest.importorskip("torch", reason="the screen runs on torch")
+    return MC.minilm_folder()
+
+
+def _pairs(frame: pd.DataFrame, name: str) -> list[tuple[str, str]]:
+    "The (original, rewrite) pieces the check compares for one perturbation of both answers, as `semantic_filter` cuts them."
+    view = MC.plain_text if name.startswith("SP") else (lambda t: t)
+    out = []
+    for f in ("chosen", "rejected"):
+        before = frame[f].tolist()
+        rngs = [P.item_rng(0, name, P.registry[name].version, i, "response") for i in frame["id"]]
+        after = P.registry[name].apply_many(before, rngs)
+        out += [(x, y) for b, a in zip(before, after) if b != a for x, y in MC._pieces(view(b), view(a)) if x != y]
+    return out
+
+
+@pytest.mark.slow
+def test_screen_stays_within_a_quarter_of_its_margin_on_rmbench(monkeypatch):
+    """On RM-Bench's own synonym and Markdown rewrites (chat, 150 items, over 200 pairs) the screened similarity of every compared
+    pair lies within SCREEN_MARGIN / 4 of the float32 encoder's: each pair the screen decides, it decides as the
+    exact encoder does, with room to spare."""
+    folder = _folder()
+    frame = load_preferences(shared_file("rm-bench", "chat_filtered.json"), format="rmbench").head(150)
+    pairs = _pairs(frame, "ST") + _pairs(frame, "SP")
+    texts = sorted({t for p in pairs for t in p})
+    exact, screen = MC.SentenceEmbedder(folder), MC.ScreenEmbedder(folder)
+    ix = {t: i for i, t in enumerate(texts)}
+    ve = np.concatenate([exact.embed_batch(texts[i:i + 64]) for i in range(0, len(texts), 64)])
+    vs = np.concatenate([screen.embed_batch(texts[i:i + 64]) for i in range(0, len(texts), 64)])
+    a, b = [ix[x] for x, _ in pairs], [ix[y] for _, y in pairs]
+    gap = np.abs((ve[a] * ve[b]).sum(1) - (vs[a] * vs[b]).sum(1))
+    assert len(pairs) > 200 and gap.max() < MC.SCREEN_MARGIN / 4, (len(pairs), gap.max())
+
+
+def test_screened_filter_keeps_and_undoes_what_the_exact_one_does(monkeypatch):
+    """The whole check with the screen forced on (any CPU: only slower without AMX) against the check without it:
+    the same texts kept, the same records; the screen embedded every text, the exact encoder only those of pairs
+    near the threshold."""
+    _folder()
+    from reward_auditor.data import load_sample
+    frame = load_sample().head(40)
+    before = frame["chosen"].tolist()
+    rngs = [P.item_rng(0, "ST", P.registry["ST"].version, i, "response") for i in frame["id"]]
+    after = P.registry["ST"].apply_many(before, rngs)
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    runs = {}
+    for on in (False, True):
+        S._EMBEDDINGS.clear()
+        monkeypatch.setattr(MC, "screen_available", lambda: on)
+        monkeypatch.setattr(MC, "SCREEN_MIN_TOKENS", 0)
+        runs[on] = MC.semantic_filter("ST", before, after), S.embedding_stats()
+    (kept0, rec0), stats0 = runs[False]
+    (kept1, rec1), stats1 = runs[True]
+    assert kept1 == kept0 and rec1 == rec0 and rec0["rejected"] > 0
+    assert stats0["screened"] == 0 and stats1["screened"] == stats0["computed"] > 0
+    assert stats1["computed"] < stats0["computed"] / 2
+    S._EMBEDDINGS.clear()
+
+
+def test_screened_vectors_never_reach_the_store(tmp_path, monkeypatch):
+    "With the store on, only the exact encoder's vectors are kept: the screen's stay in memory under their own name."
+    folder = _folder()
+    cache = tmp_path / "user-cache"
+    (cache / folder.parent.name).mkdir(parents=True)
+    (cache / folder.parent.name / folder.name).symlink_to(folder)
+    monkeypatch.setenv("REWARD_AUDITOR_CACHE", str(cache))
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "on")
+    monkeypatch.setattr(MC, "screen_available", lambda: True)
+    monkeypatch.setattr(MC, "SCREEN_MIN_TOKENS", 0)
+    S._EMBEDDINGS.clear()
+    before = ["Kind regards,", "The function returns a list of integers.", "Paris is the capital of France."]
+    after = ["Kind considers,", "The function returns a listing of integers.", "Paris is the chief city of France."]
+    MC.semantic_filter("ST", before, after)
+    con = S.EmbeddingStore(S.store_root() / "embeddings.sqlite")._con()
+    models = {m for (m,) in con.execute("SELECT DISTINCT model FROM vectors")}
+    assert all(MC.SCREEN_ENCODER not in m for m in models)
+    assert S.embedding_stats()["screened"] == 6
+    S._EMBEDDINGS.clear()
+
+
+def test_screen_runs_only_where_it_pays(monkeypatch):
+    "Off by the environment, and for fewer tokens than repay loading torch and the screen."
+    _folder()
+    monkeypatch.setenv("REWARD_AUDITOR_SCREEN", "off")
+    assert not MC.screen_available() and MC.screen_embeddings(10 ** 9) is None
+    monkeypatch.delenv("REWARD_AUDITOR_SCREEN")
+    monkeypatch.setattr(MC, "screen_available", lambda: True)
+    assert MC.screen_embeddings(MC.SCREEN_MIN_TOKENS - 1) is None
+    assert MC.screen_embeddings(MC.SCREEN_MIN_TOKENS) is not None
+    S._EMBEDDINGS.clear()
