@@ -19,8 +19,8 @@ from .audit_settings import AuditError, _jsonable
 from .run_folder import RESULT_FILES, recorded_reports
 
 # %% auto #0
-__all__ = ['SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'summary_json', 'calibration_json', 'item_lines', 'write_summaries',
-           'AuditResult']
+__all__ = ['SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'summary_json', 'calibration_json', 'comparison_json', 'item_lines',
+           'write_summaries', 'AuditResult']
 
 # %% ../nbs/08ah_audit_result.ipynb #6b19b006
 SUMMARY_COLUMNS = ["effect_size", "ci_low", "ci_high", "mean_delta", "accuracy_after", "accuracy_change", "p",
@@ -63,6 +63,14 @@ def calibration_json(result) -> dict:
         return {"error": str(e)}
 
 
+def comparison_json(result) -> dict | None:
+    "With two or more scorers, their paired comparison under the run's settings for results.json (None with one)."
+    if result.table["model"].nunique() < 2:
+        return None
+    from reward_auditor.compare import compare
+    return compare(result).to_json()
+
+
 def item_lines(items: pd.DataFrame) -> pd.DataFrame:
     "One row per scorer, pair and condition ('orig' once, then each perturbation) with its rewards: items.jsonl."
     if items is None or not len(items):
@@ -84,10 +92,12 @@ def item_lines(items: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_summaries(result, path: str | Path) -> None:
-    "Write results.json (with the run's calibration), risk_table.csv and items.jsonl (per pair and condition, as RewardBench's outputs) beside results.parquet."
+    "Write results.json (with the run's calibration and, for two or more scorers, their comparison), risk_table.csv and items.jsonl (per pair and condition, as RewardBench's outputs) beside results.parquet."
     path = Path(path)
     from reward_auditor.safety import atomic_write, run_file, write_csv
     summary = {**summary_json(result.table, result.manifest), "calibration": calibration_json(result)}
+    if (comparison := comparison_json(result)) is not None:
+        summary["comparison"] = comparison
     atomic_write(run_file(path, "results.json"), json.dumps(summary, indent=2) + "\n")
     write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], run_file(path, "risk_table.csv"))
     lines = item_lines(result.items)

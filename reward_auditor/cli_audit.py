@@ -134,13 +134,13 @@ def _check_device(device: str | None, flag: str = "--device") -> None:
 
 # %% ../nbs/10c_cli_audit.ipynb #6793a59c
 def add_comparison(result, out: Path) -> None:
-    "With two or more models, the paired comparison (run's settings) goes into results.json under `comparison`."
-    if result.table["model"].nunique() < 2:
-        return
-    from reward_auditor.compare import compare
+    "Put the scorers' paired comparison into `out`/results.json (saving a result already does: kept for earlier callers)."
+    from reward_auditor.audit_result import comparison_json
     from reward_auditor.safety import atomic_write, run_file
+    if (comparison := comparison_json(result)) is None:
+        return
     summary = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    summary["comparison"] = compare(result).to_json()
+    summary["comparison"] = comparison
     atomic_write(run_file(out, "results.json"), json.dumps(summary, indent=2) + "\n")
 
 # %% ../nbs/10c_cli_audit.ipynb #69d66ebb
@@ -235,7 +235,6 @@ def run_audit(args: dict, progress: bool = True) -> int:
                        on_start=save_arguments)
     if solutions is not None:
         run_prm_step_audits(args, solutions, scorers, out, pert, progress)
-    add_comparison(result, out)
     rendered = None
     if args.get("report", True):
         from reward_auditor.report import render

@@ -191,6 +191,15 @@ def test_audit_with_two_models_adds_the_comparison(runs):
         assert math.isclose(row["p"], want, rel_tol=1e-12)
 
 
+def test_python_audit_writes_the_comparison_the_cli_writes(runs, tmp_path):
+    "`audit(out=...)` from Python writes the same results.json as the command line, its comparison included."
+    from reward_auditor.audit import audit
+    from reward_auditor.data import load_sample
+    audit(load_sample(), ["length", "noise"], ["EF", "LE"], permutations=300, out=tmp_path / "py", progress=False)
+    py, cli = (json.loads((d / "results.json").read_text()) for d in (tmp_path / "py", runs / "both"))
+    assert py["comparison"] == cli["comparison"] and py["calibration"] == cli["calibration"]
+
+
 def test_cli_compare_writes_three_files(runs, tmp_path, capsys):
     out = tmp_path / "cmp"
     assert main(["compare", str(runs / "both"), str(runs / "overlap"), "--out", str(out), "-q"]) == 0
