@@ -694,24 +694,27 @@ def verifier_audit_cli(verifiers: Sequence[str] = ("math-verify-latex", "math-ve
                           workers=workers, rules=_names(rules), progress=progress)
 
 # %% ../nbs/08e_verifiers.ipynb #c8e9ab46
-def plot_verifier_audit(result: VerifierAuditResult, figsize: tuple[float, float] = (11, 6)):
+def plot_verifier_audit(result: VerifierAuditResult, figsize: tuple[float, float] | None = None):
     "Rates with Wilson 95% intervals per verifier (left) and the per-rule defect map (right); returns the figure."
     import matplotlib.pyplot as plt
-    fig, (ax, hm) = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [1, 1.3]})
     names = result.verifiers
     t = result.table
+    pr = result.per_rule[(result.per_rule.stratum != "contract") & (result.per_rule.n_verdict > 0)]
+    pr = pr.assign(label=pr.rule + np.where(pr.stratum == "adversarial", " (FP)", " (FN)"))
+    m = pr.pivot_table(index="label", columns="verifier", values="rate").reindex(columns=names)
+    m = m.loc[m.max(axis=1) > 0].sort_values(names[0], ascending=False)
+    # as tall as its rows need: a third of an inch per rule on the map, two thirds per verifier on the rates
+    height = min(9.0, max(2.8, 1.6 + 0.33 * len(m), 1.4 + 0.66 * len(names)))
+    fig, (ax, hm) = plt.subplots(1, 2, figsize=figsize or (11, height), gridspec_kw={"width_ratios": [1, 1.3]})
     for j, (metric, colour) in enumerate([("false_negative_rate", "tab:blue"), ("false_positive_rate", "tab:red")]):
         sub = t[t.metric == metric].set_index("verifier").reindex(names)
         y = np.arange(len(names)) + (j - 0.5) * 0.25
         ax.errorbar(sub.rate, y, xerr=[sub.rate - sub.rate_low, sub.rate_high - sub.rate], fmt="o", color=colour,
                     capsize=3, label=metric.replace("_", " "))
     ax.set_yticks(np.arange(len(names)), [plain_text(n) for n in names])
-    ax.set_xlim(0, 1); ax.invert_yaxis(); ax.set_xlabel("rate (Wilson 95% interval)"); ax.legend(loc="lower right")
+    ax.set_ylim(len(names) - 0.5, -0.5)   # a verifier's two bars close together, the first on top
+    ax.set_xlim(0, 1); ax.set_xlabel("rate (Wilson 95% interval)"); ax.legend(loc="lower right")
     ax.set_title("Certified error rates")
-    pr = result.per_rule[(result.per_rule.stratum != "contract") & (result.per_rule.n_verdict > 0)]
-    pr = pr.assign(label=pr.rule + np.where(pr.stratum == "adversarial", " (FP)", " (FN)"))
-    m = pr.pivot_table(index="label", columns="verifier", values="rate").reindex(columns=names)
-    m = m.loc[m.max(axis=1) > 0].sort_values(names[0], ascending=False)
     hm.set_title("Defect rate per rule (FN: rejected equivalent, FP: accepted adversarial)", fontsize=9)
     if m.empty:                                      # nothing to map: say so instead of an empty image
         hm.text(0.5, 0.5, "no rule with a defect", ha="center", va="center", transform=hm.transAxes)

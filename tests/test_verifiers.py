@@ -400,3 +400,15 @@ def test_default_audit_intervals_are_clustered_by_gold(full):
         assert r.rate_low <= plain[0] + 1e-12 and plain[1] - 1e-12 <= r.rate_high  # never narrower
         wider += r.rate_high - r.rate_low > plain[1] - plain[0] + 1e-6
     assert full.table.n_golds.max() <= full.params["n_golds"] and wider > 0 and checked == 1
+
+def test_plot_is_as_tall_as_its_rows():
+    "Two verifiers and a few rules make a short figure (it was 6 inches whatever it held); many rules a taller one."
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    few = verifier_audit_cli("string,numeric-sympy", strata="adversarial", rules="hedge_two_boxes,sign_flip", workers=1)
+    many = verifier_audit_cli("string,numeric-sympy", workers=1)
+    small, tall = va.plot_verifier_audit(few), va.plot_verifier_audit(many)
+    assert small.get_size_inches()[1] < 3.5 < tall.get_size_inches()[1] <= 9
+    assert tuple(va.plot_verifier_audit(few, figsize=(8, 5)).get_size_inches()) == (8, 5)
+    plt.close("all")
