@@ -33,16 +33,8 @@ def cluster_rows(X: np.ndarray, cluster_ids) -> np.ndarray:
 
 
 def _mc_pvalues(counts: np.ndarray, n0: np.ndarray, B: int, p_method: str) -> np.ndarray:
-    "The engine's p-value for Monte Carlo counts: Phipson–Smyth over 2^N0 patterns, never below 1/2^N0."
-    total = np.array([2.0 ** m if m <= 1023 else math.inf for m in n0])
-    p = np.empty(counts.size)
-    for t in np.unique(total):
-        k = total == t
-        if p_method == "plus_one" or t <= B:
-            p[k] = (counts[k] + 1) / (B + 1)
-        else:
-            p[k] = np.atleast_1d(ra_stats.permp(counts[k], B, t))
-    return np.minimum(np.maximum(p, 1.0 / total), 1.0)
+    "The engine's p-values for Monte Carlo counts over 2^N0 sign patterns (`stats.mc_pvalues`)."
+    return ra_stats.mc_pvalues(counts, B, [2.0 ** m if m <= 1023 else math.inf for m in n0], p_method)
 
 
 def _shared_counts(Dm: np.ndarray, ia: np.ndarray, ib: np.ndarray, V: np.ndarray, B: int, seed,

@@ -16,13 +16,13 @@ import pandas as pd
 from scipy import stats as sps
 
 # %% auto #0
-__all__ = ['STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'permp', 'sign_words', 'words_to_bits', 'sign_matrix',
-           'SignFlipResult', 'SignFlipResults', 'auto_exact', 'signflip_tests', 'signflip_test', 'min_pvalue',
-           'family_seed', 'cluster_sums', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult', 'paired_t',
-           'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic', 'CI_METHODS',
-           'EffectSizes', 'SCALES', 'StatsError', 'bca_ci', 'bca_interval', 'cluster_bca_ci', 'cluster_index',
-           'confidence', 'effect_sizes', 'hedges_j', 'judge_confidence', 'nct_ci', 'paired_differences',
-           'position_bias', 'undefined_reason']
+__all__ = ['STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'permp', 'mc_pvalues', 'sign_words', 'words_to_bits',
+           'sign_matrix', 'SignFlipResult', 'SignFlipResults', 'auto_exact', 'signflip_tests', 'signflip_test',
+           'min_pvalue', 'family_seed', 'cluster_sums', 'WilcoxonResult', 'wilcoxon_signed_rank', 'TTestResult',
+           'paired_t', 'NormalityResult', 'normality', 'stars', 'margin_test', 'risk_report', 'margin_statistic',
+           'CI_METHODS', 'EffectSizes', 'SCALES', 'StatsError', 'bca_ci', 'bca_interval', 'cluster_bca_ci',
+           'cluster_index', 'confidence', 'effect_sizes', 'hedges_j', 'judge_confidence', 'nct_ci',
+           'paired_differences', 'position_bias', 'undefined_reason']
 
 # %% ../nbs/02_stats.ipynb #ae67301d
 # the effect-size chapter, re-exported so that `from reward_auditor.stats import effect_sizes` keeps working
@@ -72,6 +72,18 @@ def permp(b, nperm: int, total_nperm: float, method: str = "auto"):
         integral = upper * (sps.binom.cdf(bb.reshape(-1, 1), nperm, nodes) @ weights)
         out = (bb + 1) / (nperm + 1) - integral.reshape(bb.shape)
     return _ret(np.asarray(out, np.float64))
+
+
+def mc_pvalues(counts, B: int, total, p_method: str = "permp") -> np.ndarray:
+    "Monte Carlo p-values of exceedance `counts` in `B` random sign patterns out of `total` distinct ones: (c+1)/(B+1), or Phipson–Smyth's `permp` when total > B, never below 1/total."
+    counts = np.atleast_1d(np.asarray(counts, np.float64))
+    total = np.broadcast_to(np.asarray(total, np.float64), counts.shape)
+    p = np.empty(counts.shape)
+    for t in np.unique(total):
+        k = total == t
+        p[k] = (counts[k] + 1) / (B + 1) if p_method == "plus_one" or t <= B else permp(counts[k], B, t)
+    # never below the smallest attainable exact p-value 1/total (raising a valid p-value keeps it valid)
+    return np.minimum(np.maximum(p, 1.0 / total), 1.0)
 
 # %% ../nbs/02_stats.ipynb #11857b77
 def sign_words(seed, B: int, n: int, chunk: int | None = None):
@@ -423,13 +435,9 @@ def signflip_tests(D, *, B: int = 10_000, statistic: str = "mean", alternative: 
                                          bool(is_exact[k]), trim, chunk)
             if is_exact[k]:
                 pvals[k] = counts[k] / 2.0 ** n0[k]
-    for k in np.flatnonzero(~is_exact):
-        if p_method == "plus_one" or total[k] <= B:
-            pvals[k] = (counts[k] + 1) / (B + 1)
-        else:
-            pvals[k] = permp(int(counts[k]), B, total[k])
-        # never below the smallest attainable exact p-value (raising a valid p-value keeps it valid)
-        pvals[k] = max(pvals[k], 1.0 / total[k])
+    mc = np.flatnonzero(~is_exact)
+    if mc.size:
+        pvals[mc] = mc_pvalues(counts[mc], B, total[mc], p_method)
     if two:
         # exact two-sided counts run over all 2^n0 patterns; report them on the 2^(n0-1) distinct |T| values
         for k in np.flatnonzero(is_exact & (n0 > 0)):
@@ -466,8 +474,7 @@ def min_pvalue(n_nonzero, B: int = 10_000, *, alternative: str = "greater", stat
         if exact is True or (exact == "auto" and auto_exact(m, B, statistic, nn[k])):
             out[k] = 1.0 / total
             continue
-        p = 1.0 / (B + 1) if p_method == "plus_one" or total <= B else permp(0, B, total)
-        out[k] = max(p, 1.0 / total)
+        out[k] = mc_pvalues(0, B, total, p_method)[0]
     return float(out[0]) if np.ndim(n_nonzero) == 0 else out
 
 # %% ../nbs/02_stats.ipynb #02629c50

@@ -104,6 +104,7 @@ STAR_NAMES = {
         "SignFlipResult", "SignFlipResults", "StatsError", "TTestResult", "VERDICTS", "WilcoxonResult", "auto_exact",
         "bca_ci", "bca_interval", "cluster_bca_ci", "cluster_index", "cluster_sums", "confidence", "effect_sizes",
         "family_seed",  # added after fd91471: the one seed rule of audit, compare and calibration
+        "mc_pvalues",   # added after fd91471: the one Monte Carlo p-value rule of the sign-flip tests and compare
         "hedges_j", "judge_confidence", "margin_statistic", "margin_test", "min_pvalue", "nct_ci", "normality",
         "paired_differences", "paired_t", "permp", "position_bias", "risk_report", "sign_matrix", "sign_words",
         "signflip_test", "signflip_tests", "stars", "undefined_reason", "wilcoxon_signed_rank", "words_to_bits"},
