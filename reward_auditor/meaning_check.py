@@ -342,29 +342,24 @@ def screen_available() -> bool:
 
 
 class ScreenEmbedder(MiniLMTokens):
-    "all-MiniLM-L6-v2 in bfloat16 with torch (float32 sums in each product): a quick, slightly rounded copy of `SentenceEmbedder`."
-    def __init__(self, folder: Path):
+    "A bfloat16 copy of a float32 `SentenceEmbedder`, run by torch (float32 sums in each product): quick and slightly rounded."
+    def __init__(self, exact: SentenceEmbedder):
         import torch
-        from safetensors.numpy import load_file
-        super().__init__(folder)
-        cfg = json.loads((self.folder / "config.json").read_text())
-        self.heads, self.eps, self._torch = cfg["num_attention_heads"], float(cfg["layer_norm_eps"]), torch
+        super().__init__(exact.folder)
+        self.heads, self.eps, self._torch = exact.heads, float(exact.eps), torch
         n = os.environ.get("REWARD_AUDITOR_EMBED_THREADS")
         if n:
             torch.set_num_threads(int(n))
-        w = load_file(str(self.folder / "model.safetensors"))
-        e, bf = "embeddings.", torch.bfloat16
-        self.word, self.pos = torch.from_numpy(w[e + "word_embeddings.weight"]), torch.from_numpy(w[e + "position_embeddings.weight"])
-        self.type0 = torch.from_numpy(w[e + "token_type_embeddings.weight"][0])
-        self.embed_ln = torch.from_numpy(w[e + "LayerNorm.weight"]), torch.from_numpy(w[e + "LayerNorm.bias"])
+        t = torch.from_numpy        # the float32 encoder's own arrays, shared, not read from disk again
+        self.word, self.pos, self.type0 = t(exact.word), t(exact.pos), t(exact.type0)
+        self.embed_ln = tuple(map(t, exact.embed_ln))
 
         def bf16(a):  # a layer's matrices turned to in × out, as `addmm` takes them
-            t = torch.from_numpy(a).to(bf)
-            return t.t().contiguous() if t.ndim == 2 else t
-        self.layers = [{k: tuple(map(bf16, v)) if isinstance(v, tuple) else bf16(v)
-                        for k, v in SentenceEmbedder._layer(w, f"encoder.layer.{i}.").items()}
-                       for i in range(cfg["num_hidden_layers"])]
-        self.model_id = f"{minilm_id(self.folder)} {SCREEN_ENCODER}"
+            w = t(a).to(torch.bfloat16)
+            return w.t().contiguous() if w.ndim == 2 else w
+        self.layers = [{k: tuple(map(bf16, v)) if isinstance(v, tuple) else bf16(v) for k, v in p.items()}
+                       for p in exact.layers]
+        self.model_id = f"{exact.model_id} {SCREEN_ENCODER}"
 
     def _attention(self, h, B: int, L: int, pad, out):
         "Self-attention of a padded batch, `h` (B·L, 3·hidden), into the first B·L rows of `out`; scores and softmax in float32."
@@ -401,13 +396,12 @@ class ScreenEmbedder(MiniLMTokens):
             return F.normalize(v, dim=-1, eps=1e-12).numpy()
 
 
-def screen_embeddings(tokens: int):
-    "The screen's `store.Embeddings` (in memory only) where it pays for `tokens` to embed, else None (off, not faster, or too few)."
+def screen_embeddings(tokens: int, exact):
+    "The screen of the `exact` embeddings (a `store.Embeddings` of `SentenceEmbedder`) where it pays for `tokens` to embed, else None; its vectors stay in memory."
     from reward_auditor import store
-    folder = minilm_folder()
-    if folder is None or tokens < SCREEN_MIN_TOKENS or not screen_available():
+    if tokens < SCREEN_MIN_TOKENS or not screen_available():
         return None
-    return store.embeddings(f"{minilm_id(folder)} {SCREEN_ENCODER}", lambda: ScreenEmbedder(folder),
+    return store.embeddings(f"{exact.model_id} {SCREEN_ENCODER}", lambda: ScreenEmbedder(exact.model),
                             budget=SCREEN_TOKEN_BUDGET, store=False, screen=True)
 
 
@@ -485,7 +479,7 @@ def semantic_filter(name: str, before: list[str], after: list[str], device: str 
     if len(differ):   # decided as the float32 encoder decides them; with the screen, only pairs near `thr` embedded exactly
         tokens = sum(map(len, _TOKENIZED.get(Path(folder), {}).values()))   # the distinct texts' ids `same_tokens` kept
         sim[differ] = similarities([pairs[k][1] for k in differ], [pairs[k][2] for k in differ], thr, emb,
-                                   screen_embeddings(tokens) if device is None else None)
+                                   screen_embeddings(tokens, emb) if device is None else None)
     worst: dict[int, float] = {}
     for (i, _, _), s_ in zip(pairs, sim):
         worst[i] = min(worst.get(i, 1.0), float(s_))

@@ -39,7 +39,8 @@ def test_screen_stays_within_a_quarter_of_its_margin_on_rmbench(monkeypatch):
     frame = load_preferences(shared_file("rm-bench", "chat_filtered.json"), format="rmbench").head(150)
     pairs = _pairs(frame, "ST") + _pairs(frame, "SP")
     texts = sorted({t for p in pairs for t in p})
-    exact, screen = MC.SentenceEmbedder(folder), MC.ScreenEmbedder(folder)
+    exact = MC.SentenceEmbedder(folder)
+    screen = MC.ScreenEmbedder(exact)
     ix = {t: i for i, t in enumerate(texts)}
     ve = np.concatenate([exact.embed_batch(texts[i:i + 64]) for i in range(0, len(texts), 64)])
     vs = np.concatenate([screen.embed_batch(texts[i:i + 64]) for i in range(0, len(texts), 64)])
@@ -98,9 +99,10 @@ def test_screen_runs_only_where_it_pays(monkeypatch):
     "Off by the environment, and for fewer tokens than repay loading torch and the screen."
     _folder()
     monkeypatch.setenv("REWARD_AUDITOR_SCREEN", "off")
-    assert not MC.screen_available() and MC.screen_embeddings(10 ** 9) is None
+    exact = MC.semantic_embeddings()
+    assert not MC.screen_available() and MC.screen_embeddings(10 ** 9, exact) is None
     monkeypatch.delenv("REWARD_AUDITOR_SCREEN")
     monkeypatch.setattr(MC, "screen_available", lambda: True)
-    assert MC.screen_embeddings(MC.SCREEN_MIN_TOKENS - 1) is None
-    assert MC.screen_embeddings(MC.SCREEN_MIN_TOKENS) is not None
+    assert MC.screen_embeddings(MC.SCREEN_MIN_TOKENS - 1, exact) is None
+    assert MC.screen_embeddings(MC.SCREEN_MIN_TOKENS, exact).model.model_id == f"{exact.model_id} {MC.SCREEN_ENCODER}"
     S._EMBEDDINGS.clear()
