@@ -19,8 +19,8 @@ from .audit_settings import AuditError, _jsonable
 from .run_folder import RESULT_FILES, recorded_reports
 
 # %% auto #0
-__all__ = ['SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'summary_json', 'calibration_json', 'comparison_json', 'item_lines',
-           'write_summaries', 'AuditResult']
+__all__ = ['SUMMARY_COLUMNS', 'CSV_COLUMNS', 'TABLE_COLUMNS', 'summary_json', 'calibration_json', 'comparison_json', 'summary_of',
+           'item_lines', 'write_summaries', 'AuditResult']
 
 # %% ../nbs/08ah_audit_result.ipynb #6b19b006
 SUMMARY_COLUMNS = ["effect_size", "ci_low", "ci_high", "mean_delta", "accuracy_after", "accuracy_change", "p",
@@ -64,11 +64,22 @@ def calibration_json(result) -> dict:
 
 
 def comparison_json(result) -> dict | None:
-    "With two or more scorers, their paired comparison under the run's settings for results.json (None with one)."
+    "With two or more scorers, their paired comparison under the run's settings for results.json (None with one; the reason when it cannot be made)."
     if result.table["model"].nunique() < 2:
         return None
-    from reward_auditor.compare import compare
-    return compare(result).to_json()
+    from reward_auditor.compare import CompareError, compare
+    try:
+        return compare(result).to_json()
+    except CompareError as e:
+        return {"error": str(e)}
+
+
+def summary_of(result) -> dict:
+    "What results.json holds: the summary, the calibration and, for two or more scorers, their comparison."
+    summary = {**summary_json(result.table, result.manifest), "calibration": calibration_json(result)}
+    if (comparison := comparison_json(result)) is not None:
+        summary["comparison"] = comparison
+    return summary
 
 
 def item_lines(items: pd.DataFrame) -> pd.DataFrame:
@@ -91,13 +102,11 @@ def item_lines(items: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_summaries(result, path: str | Path) -> None:
-    "Write results.json (with the run's calibration and, for two or more scorers, their comparison), risk_table.csv and items.jsonl (per pair and condition, as RewardBench's outputs) beside results.parquet."
+def write_summaries(result, path: str | Path, summary: dict | None = None) -> None:
+    "Write results.json (`summary`, else `summary_of(result)`), risk_table.csv and items.jsonl (per pair and condition, as RewardBench's outputs) beside results.parquet."
     path = Path(path)
     from reward_auditor.safety import atomic_write, run_file, write_csv
-    summary = {**summary_json(result.table, result.manifest), "calibration": calibration_json(result)}
-    if (comparison := comparison_json(result)) is not None:
-        summary["comparison"] = comparison
+    summary = summary_of(result) if summary is None else summary
     atomic_write(run_file(path, "results.json"), json.dumps(summary, indent=2) + "\n")
     write_csv(result.table[[c for c in CSV_COLUMNS if c in result.table.columns]], run_file(path, "risk_table.csv"))
     lines = item_lines(result.items)
@@ -204,6 +213,7 @@ class AuditResult:
         reports = recorded_reports(path) if files and _saved_files(path) == files else []
         for stale in set(recorded_reports(path)) - set(reports):  # only reports this package wrote; the user's stay
             (path / stale).unlink(missing_ok=True)
+        summary = summary_of(self)   # worked out (calibration, comparison) before the folder stops being a complete run
         # until the new manifest lands the folder holds no complete run
         for name in ("manifest.json", "results.json", "risk_table.csv"):
             (path / name).unlink(missing_ok=True)
@@ -212,7 +222,7 @@ class AuditResult:
                 atomic_write(run_file(path, name), blobs[name])
             else:
                 (path / name).unlink(missing_ok=True)
-        write_summaries(self, path)  # results.json and risk_table.csv, for other tools
+        write_summaries(self, path, summary)  # results.json and risk_table.csv, for other tools
         manifest = {**_jsonable(self.manifest), "files": files, **({"reports": reports} if reports else {})}
         atomic_write(run_file(path, "manifest.json"), json.dumps(manifest, indent=2, sort_keys=False) + "\n")
         return path

@@ -200,6 +200,31 @@ def test_python_audit_writes_the_comparison_the_cli_writes(runs, tmp_path):
     assert py["comparison"] == cli["comparison"] and py["calibration"] == cli["calibration"]
 
 
+def test_a_comparison_that_fails_leaves_a_complete_run(runs, tmp_path, monkeypatch):
+    """A comparison that cannot be made is recorded with its reason, as calibration's is; one interrupted (Ctrl-C
+    while it runs) leaves the folder as it was: a complete run that loads."""
+    import shutil
+    from reward_auditor.audit_result import AuditResult
+    folder = tmp_path / "both"
+    shutil.copytree(runs / "both", folder)
+    res = AuditResult.load(folder)
+
+    def refuse(*a, **kw):
+        raise C.CompareError("no item scored by every one of length, noise")
+    monkeypatch.setattr(C, "compare", refuse)
+    res.save(folder)
+    assert json.loads((folder / "results.json").read_text())["comparison"] == {
+        "error": "no item scored by every one of length, noise"}
+    AuditResult.load(folder)
+
+    def interrupt(*a, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(C, "compare", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        res.save(folder)
+    assert AuditResult.load(folder).table.equals(res.table)   # still the complete run saved before
+
+
 def test_cli_compare_writes_three_files(runs, tmp_path, capsys):
     out = tmp_path / "cmp"
     assert main(["compare", str(runs / "both"), str(runs / "overlap"), "--out", str(out), "-q"]) == 0
