@@ -2,6 +2,8 @@
 
 Usage: OMP_NUM_THREADS=1 python bench/audit.py --base /tmp/base55 [--n 200] [--permutations 10000] [--repeats 3]
        [--report]  (each run then renders its report too, as `reward-auditor audit` does by default)
+       [--decompose]  (two more rows: this tree's first audit with the meaning check's screen off, and with the
+                       check off, so the check's cost and the screen's saving read off the table)
 (the RM-Bench files are read from $REWARD_AUDITOR_SHARED_DATA/rm-bench, else ../shared/data/rm-bench)
 
 Make the baseline tree outside the repository first, e.g. `git archive 55bb319 | tar -x -C /tmp/base55` (the
@@ -37,7 +39,8 @@ import pandas as pd
 from reward_auditor.audit import audit
 df = pd.read_parquet(sys.argv[2])
 t0 = time.perf_counter()
-r = audit(df, sys.argv[4], "all", permutations=int(sys.argv[5]), out=sys.argv[6], progress=False)
+r = audit(df, sys.argv[4], "all", permutations=int(sys.argv[5]), out=sys.argv[6], progress=False,
+          **({} if sys.argv[8] == "on" else {"semantic_check": False}))
 if sys.argv[7] == "report":   # the report as the command line renders it (a notebook kernel: a child process)
     from reward_auditor.report import render
     render(sys.argv[6])
@@ -50,12 +53,12 @@ print(json.dumps({"cpu": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_sti
 
 
 def run(tree: Path, scorer: str, data: Path, permutations: int, out: Path, cache: Path, store: str,
-        report: bool = False) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+        report: bool = False, check: str = "on", env_extra: dict | None = None) -> dict:
+    env = {**os.environ, **(env_extra or {}), "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "REWARD_AUDITOR_CACHE": str(cache), "REWARD_AUDITOR_STORE": store, "TOKENIZERS_PARALLELISM": "false",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
     r = subprocess.run([sys.executable, "-c", RUN, str(tree), str(data), "0", scorer, str(permutations), str(out),
-                        "report" if report else "-"],
+                        "report" if report else "-", check],
                        env=env, capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"audit in {tree} failed:\n{r.stderr[-3000:]}")
@@ -84,8 +87,13 @@ def main():
                          "on a shared machine vary by about 10 %% from run to run)")
     ap.add_argument("--report", action="store_true",
                     help="render each run's report too (the command line's default), its kernel's CPU included")
+    ap.add_argument("--decompose", action="store_true",
+                    help="also this tree's first audit with the screen off (REWARD_AUDITOR_SCREEN=off) and with the "
+                         "meaning check off")
     a = ap.parse_args()
     rows: dict[str, list] = {"base first": [], "ours first": []}
+    if a.decompose:
+        rows.update({"ours, screen off": [], "ours, check off": []})
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         sys.path.insert(0, str(REPO / "bench"))
@@ -97,6 +105,12 @@ def main():
                                           minilm_cache(d / f"b{k}"), "off", a.report))
             rows["ours first"].append(run(REPO, "length", data, a.permutations, d / f"o{k}",
                                           minilm_cache(d / f"c{k}"), "on", a.report))
+            if a.decompose:
+                rows["ours, screen off"].append(run(REPO, "length", data, a.permutations, d / f"s{k}",
+                                                    minilm_cache(d / f"s{k}c"), "on", a.report,
+                                                    env_extra={"REWARD_AUDITOR_SCREEN": "off"}))
+                rows["ours, check off"].append(run(REPO, "length", data, a.permutations, d / f"x{k}",
+                                                   minilm_cache(d / f"x{k}c"), "on", a.report, check="off"))
         rows["ours second"] = [run(REPO, "overlap", data, a.permutations, d / "second", d / "c0", "on", a.report)]
         shutil.rmtree(d, ignore_errors=True)
     med = {k: {m: float(np.median([r[m] for r in v])) for m in ("cpu", "wall", "rss_mib")} for k, v in rows.items()}
@@ -104,10 +118,10 @@ def main():
     print(f"default audit{' with its report' if a.report else ''}, {a.n} RM-Bench pairs, control scorer, "
           f"B={a.permutations}, one torch thread, "
           f"{a.repeats} alternated run(s) of each first audit (medians; CPU range in brackets)")
-    print(f"{'run':12s} {'CPU s':>8s} {'range':>15s} {'wall s':>8s} {'RSS MiB':>8s} {'CPU ratio':>10s} {'RSS ratio':>10s}")
+    print(f"{'run':17s} {'CPU s':>8s} {'range':>15s} {'wall s':>8s} {'RSS MiB':>8s} {'CPU ratio':>10s} {'RSS ratio':>10s}")
     for k, m in med.items():
         cpus = [r["cpu"] for r in rows[k]]
-        print(f"{k:12s} {m['cpu']:8.1f} {f'[{min(cpus):.1f}, {max(cpus):.1f}]':>15s} {m['wall']:8.1f} "
+        print(f"{k:17s} {m['cpu']:8.1f} {f'[{min(cpus):.1f}, {max(cpus):.1f}]':>15s} {m['wall']:8.1f} "
               f"{m['rss_mib']:8.0f} {m['cpu'] / b['cpu']:10.2f} {m['rss_mib'] / b['rss_mib']:10.2f}")
     paired = [o["cpu"] / b_["cpu"] for b_, o in zip(rows["base first"], rows["ours first"])]
     print(f"ours first / base first, run by run (each pair run back to back): "

@@ -336,9 +336,12 @@ def screen_available() -> bool:
         return False
     if importlib.util.find_spec("torch") is None:
         return False
-    import torch
-    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)   # torch's own test: the CPU has tiles and the OS enabled them
-    return bool(amx and amx())
+    try:   # a torch that is installed but will not load (a missing CUDA library) leaves the float32 encoder alone
+        import torch
+        amx = getattr(torch.cpu, "_is_amx_tile_supported", None)   # torch's own test: tiles on the CPU, enabled by the OS
+        return bool(amx and amx())
+    except Exception:
+        return False
 
 
 class ScreenEmbedder(MiniLMTokens):
@@ -362,7 +365,7 @@ class ScreenEmbedder(MiniLMTokens):
         self.model_id = f"{exact.model_id} {SCREEN_ENCODER}"
 
     def _attention(self, h, B: int, L: int, pad, out):
-        "Self-attention of a padded batch, `h` (B·L, 3·hidden), into the first B·L rows of `out`; scores and softmax in float32."
+        "Self-attention of a padded batch, `h` (B·L, 3·hidden), into the first B·L rows of `out`; softmax in float32."
         torch, H = self._torch, h.shape[1] // 3
         d = H // self.heads
         q, k, v = h.view(B, L, 3, self.heads, d).permute(2, 0, 3, 1, 4).reshape(3, B * self.heads, L, d)
@@ -455,9 +458,14 @@ def similarities(xs: list[str], ys: list[str], threshold: float, exact, screen=N
     "Each pair's similarity by the `exact` embeddings, or with a `screen`: its value where it lies over `SCREEN_MARGIN` from `threshold`."
     if screen is None:
         return _cosines(exact, xs, ys)
-    sim = _cosines(screen, xs, ys)
-    near = np.flatnonzero(np.abs(sim - threshold) <= SCREEN_MARGIN)
-    if len(near):   # the pairs the screen cannot decide: the float32 encoder's similarity, from its store when kept
+    held = getattr(exact, "held", lambda texts: {})(list(xs) + list(ys))   # exact vectors already made: no screening
+    sim = np.full(len(xs), np.nan, np.float32)
+    look = [k for k, (x, y) in enumerate(zip(xs, ys)) if x not in held or y not in held]
+    if look:
+        sim[look] = _cosines(screen, [xs[k] for k in look], [ys[k] for k in look])
+    # the pairs the screen cannot decide (near the threshold, held, or NaN): the float32 encoder's similarity
+    near = np.flatnonzero(~(np.abs(sim - threshold) > SCREEN_MARGIN))
+    if len(near):
         sim[near] = _cosines(exact, [xs[k] for k in near], [ys[k] for k in near])
     return sim
 

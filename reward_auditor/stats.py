@@ -69,7 +69,10 @@ def permp(b, nperm: int, total_nperm: float, method: str = "auto"):
         upper = 0.5 / T if np.isfinite(T) else 0.0
         x, w = _gauss_legendre_128()
         nodes, weights = upper * (x + 1) / 2, w / 2
-        integral = upper * (sps.binom.cdf(bb.reshape(-1, 1), nperm, nodes) @ weights)
+        # one count at a time: a product over many rows may sum in another order, and a count's p-value must
+        # not depend on the counts beside it
+        integral = upper * np.array([sps.binom.cdf(np.reshape(x, (1, 1)), nperm, nodes) @ weights
+                                     for x in bb.ravel()]).reshape(-1)
         out = (bb + 1) / (nperm + 1) - integral.reshape(bb.shape)
     return _ret(np.asarray(out, np.float64))
 

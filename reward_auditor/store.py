@@ -196,6 +196,19 @@ class Embeddings:
             self.stats["loads"] += 1
         return self._model
 
+    def held(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        "The vectors of `texts` already made, in memory or in the store (nothing is computed; the model is not loaded)."
+        distinct = [t for t in dict.fromkeys(texts) if t not in self._mem]
+        if distinct and self.store is not None:
+            try:
+                for t, v in zip(distinct, self.store.get(self.model_id, distinct)):
+                    if v is not None:
+                        self._mem[t] = v
+                        self.stats["from_store"] += 1
+            except sqlite3.Error:  # an unreadable store holds nothing
+                pass
+        return {t: self._mem[t] for t in dict.fromkeys(texts) if t in self._mem}
+
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
         "One vector per text (rows in the order given)."
         distinct = list(dict.fromkeys(texts))
