@@ -456,13 +456,33 @@ def meaning_check(name: str, original: pd.DataFrame, frame: pd.DataFrame,
     return frame, sem
 
 
+_BUSY = [False]   # whether this worker is perturbing a part (what Ctrl-C does depends on it)
+
+
+def _on_interrupt(signum, frame):
+    "Ctrl-C in a pool worker: inside a part, KeyboardInterrupt (it unwinds and goes back to the parent); idle, a quiet exit."
+    if _BUSY[0]:
+        raise KeyboardInterrupt
+    os._exit(130)     # waiting for work: nothing to tidy, and no traceback from the pool's own loop
+
+
+def _worker_start() -> None:
+    "A pool worker's first step: Ctrl-C handled by `_on_interrupt` (the worker started with it ignored)."
+    import signal
+    signal.signal(signal.SIGINT, _on_interrupt)
+
+
 def _perturb_part(part: pd.DataFrame, name: str, seed: int, options: dict):
     "One part perturbed in a worker → (frame, record, the CPU seconds it took there, finished child processes included)."
     from reward_auditor import perturbations as pt
     os.environ.setdefault("REWARD_AUDITOR_EMBED_THREADS", "1")  # several processes work: one BLAS thread each
-    t0 = cpu_seconds()
-    c = pt.perturb(part, [name], seed=seed, **options)[name]
-    return c.frame, c.record, cpu_seconds() - t0
+    _BUSY[0] = True
+    try:
+        t0 = cpu_seconds()
+        c = pt.perturb(part, [name], seed=seed, **options)[name]
+        return c.frame, c.record, cpu_seconds() - t0
+    finally:
+        _BUSY[0] = False
 
 
 class PerturbPool:
@@ -478,8 +498,22 @@ class PerturbPool:
         "One process per worker, each its own executor: part i of every perturbation goes to worker i."
         if self._processes is None:
             import multiprocessing as mp
+            import signal
+            import threading
             from concurrent.futures import ProcessPoolExecutor
-            self._processes = [ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) for _ in range(self.workers)]
+            ctx = mp.get_context("spawn")
+            self._processes = [ProcessPoolExecutor(1, mp_context=ctx, initializer=_worker_start)
+                               for _ in range(self.workers)]
+            # each worker starts with Ctrl-C ignored (a new interpreter keeps an ignored SIGINT ignored), so a Ctrl-C
+            # while it imports prints no traceback; `_worker_start` then takes it over. Started here, at once.
+            main = threading.current_thread() is threading.main_thread()
+            before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+            try:
+                for ex in self._processes:
+                    ex.submit(int)
+            finally:
+                if main:
+                    signal.signal(signal.SIGINT, before)
         return self._processes
 
     def _map(self, parts: list[pd.DataFrame], name: str, seed: int, options: dict) -> list[tuple]:

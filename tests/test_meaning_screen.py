@@ -32,21 +32,26 @@ def _pairs(frame: pd.DataFrame, name: str) -> list[tuple[str, str]]:
 
 @pytest.mark.slow
 def test_screen_stays_within_a_quarter_of_its_margin_on_rmbench(monkeypatch):
-    """On RM-Bench's own synonym and Markdown rewrites (chat, 150 items, over 200 pairs) the screened similarity of every compared
-    pair lies within SCREEN_MARGIN / 4 of the float32 encoder's: each pair the screen decides, it decides as the
-    exact encoder does, with room to spare."""
+    """On RM-Bench's own synonym and Markdown rewrites (chat and code, 100 items each: short sentences, and code
+    answers cut at 256 tokens) and on a few very short texts, the screened similarity of every compared pair lies
+    within SCREEN_MARGIN / 4 of the float32 encoder's: each pair the screen decides, it decides as the exact
+    encoder does, with room to spare."""
     folder = _folder()
-    frame = load_preferences(shared_file("rm-bench", "chat_filtered.json"), format="rmbench").head(150)
-    pairs = _pairs(frame, "ST") + _pairs(frame, "SP")
+    pairs = []
+    for name in ("chat", "code"):
+        frame = load_preferences(shared_file("rm-bench", f"{name}_filtered.json"), format="rmbench").head(100)
+        pairs += _pairs(frame, "ST") + _pairs(frame, "SP")
+    pairs += [("I", "me"), ("Yes.", "Yeah."), ("", "."), ("42", "forty-two"), ("你好", "您好"), ("OK!", "Okay!")]
     texts = sorted({t for p in pairs for t in p})
     exact = MC.SentenceEmbedder(folder)
     screen = MC.ScreenEmbedder(exact)
     ix = {t: i for i, t in enumerate(texts)}
     ve = np.concatenate([exact.embed_batch(texts[i:i + 64]) for i in range(0, len(texts), 64)])
     vs = np.concatenate([screen.embed_batch(texts[i:i + 64]) for i in range(0, len(texts), 64)])
+    assert max(exact.lengths(texts)) == MC.MINILM_MAX_TOKENS          # long texts, cut, are among them
     a, b = [ix[x] for x, _ in pairs], [ix[y] for _, y in pairs]
     gap = np.abs((ve[a] * ve[b]).sum(1) - (vs[a] * vs[b]).sum(1))
-    assert len(pairs) > 200 and gap.max() < MC.SCREEN_MARGIN / 4, (len(pairs), gap.max())
+    assert len(pairs) > 300 and gap.max() < MC.SCREEN_MARGIN / 4, (len(pairs), gap.max())
 
 
 def test_screened_filter_keeps_and_undoes_what_the_exact_one_does(monkeypatch):
@@ -74,6 +79,43 @@ def test_screened_filter_keeps_and_undoes_what_the_exact_one_does(monkeypatch):
     S._EMBEDDINGS.clear()
 
 
+class _Blurred:
+    "A stand-in screen: the exact vectors, each turned a little at random (cosines move by up to about 0.015)."
+    def __init__(self, exact, scale=0.12, seed=0):
+        self.exact, self.scale, self.rng = exact, scale, np.random.default_rng(seed)
+
+    def vectors(self, texts):
+        v = self.exact.vectors(texts)
+        noise = self.rng.standard_normal(v.shape).astype(np.float32)
+        v = v + self.scale * noise / np.linalg.norm(noise, axis=1, keepdims=True)
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_any_screen_within_the_margin_decides_as_the_exact_encoder(monkeypatch):
+    """`similarities` with a screen that is off by up to ~0.015 (under the 0.02 margin) keeps every pair on the
+    side of the threshold where the exact similarity puts it, at every threshold; pairs it could not decide carry
+    the exact value itself."""
+    _folder()
+    from reward_auditor.data import load_sample
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    S._EMBEDDINGS.clear()
+    frame = load_sample().head(60)
+    rngs = [P.item_rng(0, "ST", P.registry["ST"].version, i, "response") for i in frame["id"]]
+    pieces = [(x, y) for b, a in zip(frame["chosen"], P.registry["ST"].apply_many(frame["chosen"].tolist(), rngs))
+              if b != a for x, y in MC._pieces(b, a) if x != y]
+    xs, ys = [x for x, _ in pieces], [y for _, y in pieces]
+    exact = MC.semantic_embeddings()
+    want = MC.similarities(xs, ys, 0.8, exact)
+    blurred = MC._cosines(_Blurred(exact), xs, ys)
+    assert 0.001 < np.abs(blurred - want).max() < MC.SCREEN_MARGIN       # the stand-in really is off, within the margin
+    for thr in np.quantile(want, [0.1, 0.3, 0.5, 0.7, 0.9]):
+        got = MC.similarities(xs, ys, thr, exact, _Blurred(exact))
+        assert ((got < thr) == (want < thr)).all()
+        near = np.abs(got - thr) <= MC.SCREEN_MARGIN
+        assert (got[near] == want[near]).all()
+    S._EMBEDDINGS.clear()
+
+
 def test_screened_vectors_never_reach_the_store(tmp_path, monkeypatch):
     "With the store on, only the exact encoder's vectors are kept: the screen's stay in memory under their own name."
     folder = _folder()
@@ -84,14 +126,20 @@ def test_screened_vectors_never_reach_the_store(tmp_path, monkeypatch):
     monkeypatch.setenv("REWARD_AUDITOR_STORE", "on")
     monkeypatch.setattr(MC, "screen_available", lambda: True)
     monkeypatch.setattr(MC, "SCREEN_MIN_TOKENS", 0)
+    monkeypatch.setattr(MC, "SCREEN_MARGIN", 0.15)   # a wide band: some pairs are screened, then embedded exactly
     S._EMBEDDINGS.clear()
     before = ["Kind regards,", "The function returns a list of integers.", "Paris is the capital of France."]
     after = ["Kind considers,", "The function returns a listing of integers.", "Paris is the chief city of France."]
     MC.semantic_filter("ST", before, after)
-    con = S.EmbeddingStore(S.store_root() / "embeddings.sqlite")._con()
-    models = {m for (m,) in con.execute("SELECT DISTINCT model FROM vectors")}
+    store = S.EmbeddingStore(S.store_root() / "embeddings.sqlite")
+    models = {m for (m,) in store._con().execute("SELECT DISTINCT model FROM vectors")}
     assert all(MC.SCREEN_ENCODER not in m for m in models)
     assert S.embedding_stats()["screened"] == 6
+    exact = MC.semantic_embeddings()
+    kept = [t for t in before + after if store.get(exact.model_id, [t])[0] is not None]
+    assert 0 < len(kept) < 6   # those near 0.8 were embedded exactly and kept, each vector the float32 encoder's, bit for bit
+    for t, v in zip(kept, store.get(exact.model_id, kept)):
+        assert np.array_equal(v, MC.SentenceEmbedder(folder).embed_batch([t])[0])
     S._EMBEDDINGS.clear()
 
 
