@@ -4,6 +4,7 @@ Usage: OMP_NUM_THREADS=1 python bench/audit.py --base /tmp/base55 [--n 200] [--p
        [--report]  (each run then renders its report too, as `reward-auditor audit` does by default)
        [--decompose]  (two more rows: this tree's first audit with the meaning check's screen off, and with the
                        check off, so the check's cost and the screen's saving read off the table)
+       [--torch-loaded]  (every audit process imports torch first, as an audit of a neural reward model does)
 (the RM-Bench files are read from $REWARD_AUDITOR_SHARED_DATA/rm-bench, else ../shared/data/rm-bench)
 
 Make the baseline tree outside the repository first, e.g. `git archive 55bb319 | tar -x -C /tmp/base55` (the
@@ -34,6 +35,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 RUN = r"""
 import json, os, resource, sys, time
+if os.environ.get("BENCH_TORCH_LOADED"):   # as an audit of a neural reward model: torch loaded before the audit
+    import torch
 sys.path.insert(0, sys.argv[1])
 import pandas as pd
 from reward_auditor.audit import audit
@@ -87,10 +90,14 @@ def main():
                          "on a shared machine vary by about 10 %% from run to run)")
     ap.add_argument("--report", action="store_true",
                     help="render each run's report too (the command line's default), its kernel's CPU included")
+    ap.add_argument("--torch-loaded", action="store_true",
+                    help="every audit process imports torch first, as an audit of a neural reward model does")
     ap.add_argument("--decompose", action="store_true",
                     help="also this tree's first audit with the screen off (REWARD_AUDITOR_SCREEN=off) and with the "
                          "meaning check off")
     a = ap.parse_args()
+    if a.torch_loaded:
+        os.environ["BENCH_TORCH_LOADED"] = "1"
     rows: dict[str, list] = {"base first": [], "ours first": []}
     if a.decompose:
         rows.update({"ours, screen off": [], "ours, check off": []})
