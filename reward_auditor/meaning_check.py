@@ -458,7 +458,7 @@ def similarities(xs: list[str], ys: list[str], threshold: float, exact, screen=N
     "Each pair's similarity by the `exact` embeddings, or with a `screen`: its value where it lies over `SCREEN_MARGIN` from `threshold`."
     if screen is None:
         return _cosines(exact, xs, ys)
-    held = getattr(exact, "held", lambda texts: {})(list(xs) + list(ys))   # exact vectors already made: no screening
+    held = exact.held(list(xs) + list(ys))   # exact vectors already made need no screening
     sim = np.full(len(xs), np.nan, np.float32)
     look = [k for k, (x, y) in enumerate(zip(xs, ys)) if x not in held or y not in held]
     if look:

@@ -196,17 +196,21 @@ class Embeddings:
             self.stats["loads"] += 1
         return self._model
 
-    def held(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        "The vectors of `texts` already made, in memory or in the store (nothing is computed; the model is not loaded)."
-        distinct = [t for t in dict.fromkeys(texts) if t not in self._mem]
-        if distinct and self.store is not None:
+    def _from_store(self, todo: list[str]) -> list[str]:
+        "Bring the stored vectors of `todo` into memory → the texts still missing (an unreadable store holds nothing)."
+        if todo and self.store is not None:
             try:
-                for t, v in zip(distinct, self.store.get(self.model_id, distinct)):
+                for t, v in zip(todo, self.store.get(self.model_id, todo)):
                     if v is not None:
                         self._mem[t] = v
                         self.stats["from_store"] += 1
-            except sqlite3.Error:  # an unreadable store holds nothing
+            except sqlite3.Error:
                 pass
+        return [t for t in todo if t not in self._mem]
+
+    def held(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        "The vectors of `texts` already made, in memory or in the store (nothing is computed; the model is not loaded)."
+        self._from_store([t for t in dict.fromkeys(texts) if t not in self._mem])
         return {t: self._mem[t] for t in dict.fromkeys(texts) if t in self._mem}
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
@@ -214,15 +218,7 @@ class Embeddings:
         distinct = list(dict.fromkeys(texts))
         todo = [t for t in distinct if t not in self._mem]
         self.stats["from_memory"] += len(distinct) - len(todo)
-        if todo and self.store is not None:
-            try:
-                for t, v in zip(todo, self.store.get(self.model_id, todo)):
-                    if v is not None:
-                        self._mem[t] = v
-                        self.stats["from_store"] += 1
-            except sqlite3.Error:  # an unreadable store is no store: compute
-                pass
-            todo = [t for t in todo if t not in self._mem]
+        todo = self._from_store(todo)   # what is left is computed
         if todo:
             m = self.model
             lengths = m.lengths(todo)
