@@ -22,7 +22,7 @@ from .resources import PerturbationError
 
 # %% auto #0
 __all__ = ['MASK', 'SIDES', 'GROUPS', 'registry', 'CRITICAL_WORDS', 'MATH_WORDS', 'STOPWORDS', 'KEY_NEIGHBOURS', 'item_rng',
-           'protected_spans', 'mask', 'Segmented', 'words', 'sentences', 'edit_size', 'Perturbation',
+           'protected_spans', 'mask', 'Segmented', 'words', 'sentences', 'DataSizedMemo', 'edit_size', 'Perturbation',
            'FunctionPerturbation', 'Registry', 'register']
 
 # %% ../nbs/04_perturbation_base.ipynb #3be60b9c
@@ -182,6 +182,36 @@ def sentences(masked: str) -> list[tuple[int, int]]:
                 out.append((offset + s + lead, offset + s + len(seg.rstrip())))
         offset += len(line) + 1
     return out
+
+# %% ../nbs/04_perturbation_base.ipynb #a24bde60
+class DataSizedMemo:
+    "A least-recently-used memo of a pure function whose capacity grows to the largest batch it was fitted to."
+
+    def __init__(self, fn: Callable, capacity: int = 8192):
+        from collections import OrderedDict
+        self.fn, self.capacity, self.hits, self.misses = fn, int(capacity), 0, 0
+        self._d: OrderedDict = OrderedDict()
+        self.__doc__, self.__name__, self.__wrapped__ = fn.__doc__, fn.__name__, fn
+
+    def fit(self, n: int) -> None:
+        "Make room for at least `n` entries (capacity never shrinks)."
+        self.capacity = max(self.capacity, int(n))
+
+    def __call__(self, *args):
+        d = self._d
+        if args in d:
+            self.hits += 1
+            d.move_to_end(args)
+            return d[args]
+        self.misses += 1
+        out = d[args] = self.fn(*args)
+        while len(d) > self.capacity:
+            d.popitem(last=False)
+        return out
+
+    def cache_clear(self) -> None:
+        self._d.clear()
+        self.hits = self.misses = 0
 
 # %% ../nbs/04_perturbation_base.ipynb #b5399820
 _TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s])|\s+")
@@ -376,8 +406,9 @@ class _TokenDiff:
             i, j = bi + k, bj + k
 
 
+@DataSizedMemo
 def edit_size(a: str, b: str) -> int:
-    "Character edits between `a` and `b`: exact Levenshtein when the changed middle is short, else a token diff."
+    "Character edits between `a` and `b`: exact Levenshtein when the changed middle is short, else a token diff (remembered)."
     if a == b:
         return 0
     p, s = _affixes(a, b)

@@ -457,6 +457,7 @@ def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, tur
     if unused:
         raise PerturbationError(f"options {unused} match no parameter of {names}")
     ids, out = df["id"].tolist(), {}
+    edit_size.fit(2 * len(df))   # both answers' sizes kept for the next perturbation (SLC's texts are often LC's)
     for name in names:
         p = registry[name]
         own = params.get(name, {})

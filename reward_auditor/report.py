@@ -301,6 +301,8 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
         pm.execute_notebook(str(template_path(template)), str(nb_path), parameters=params,
                             kernel_name=kernel_name(), progress_bar=progress, cwd=str(work),
                             execution_timeout=timeout, log_output=False,
+                            # one write when it ends (or at a failed cell), not one per cell: each write holds every figure so far
+                            request_save_on_cell_execute=False,
                             **({"km": _SESSION.kernel()} if _SESSION is not None else {}))
     except pm.PapermillExecutionError as e:
         raise ReportError(f"report template {template} failed on {source or out} in cell {e.exec_count}: "

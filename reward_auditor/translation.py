@@ -17,8 +17,8 @@ from .perturbation_base import *
 from .perturbation_base import _check_rate, _skip_item
 
 # %% auto #0
-__all__ = ['SP_HEADINGS', 'is_structured', 'structure', 'structured_presentation', 'unstructure', 'DataSizedMemo',
-           'translation_plan', 'restore', 'assemble', 'Translation', 'protected_pieces', 'ModelRewrite']
+__all__ = ['SP_HEADINGS', 'is_structured', 'structure', 'structured_presentation', 'unstructure', 'translation_plan', 'restore',
+           'assemble', 'Translation', 'protected_pieces', 'ModelRewrite']
 
 # %% ../nbs/04d_translation.ipynb #6629d9a9
 SP_HEADINGS = {
@@ -82,36 +82,6 @@ def unstructure(text: str) -> str:
         lines = lines[1:]
     lines = [re.sub(r"^(?:- |\d+\. )", "", ln) for ln in lines]
     return "\n".join(lines).replace("**", "")
-
-# %% ../nbs/04d_translation.ipynb #a24bde60
-class DataSizedMemo:
-    "A least-recently-used memo of a pure function whose capacity grows to the largest batch it was fitted to."
-
-    def __init__(self, fn: Callable, capacity: int = 8192):
-        from collections import OrderedDict
-        self.fn, self.capacity, self.hits, self.misses = fn, int(capacity), 0, 0
-        self._d: OrderedDict = OrderedDict()
-        self.__doc__, self.__name__, self.__wrapped__ = fn.__doc__, fn.__name__, fn
-
-    def fit(self, n: int) -> None:
-        "Make room for at least `n` entries (capacity never shrinks)."
-        self.capacity = max(self.capacity, int(n))
-
-    def __call__(self, *args):
-        d = self._d
-        if args in d:
-            self.hits += 1
-            d.move_to_end(args)
-            return d[args]
-        self.misses += 1
-        out = d[args] = self.fn(*args)
-        while len(d) > self.capacity:
-            d.popitem(last=False)
-        return out
-
-    def cache_clear(self) -> None:
-        self._d.clear()
-        self.hits = self.misses = 0
 
 # %% ../nbs/04d_translation.ipynb #61004d8c
 _EMPHASIS_RE = re.compile(r"\*{1,3}|_{2,3}")
