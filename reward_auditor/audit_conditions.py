@@ -69,16 +69,21 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
     return h.hexdigest()
 
 
+def _fingerprint(data: pd.DataFrame | str) -> str:
+    "`data_fingerprint` of a frame; a string is a fingerprint already worked out."
+    return data if isinstance(data, str) else data_fingerprint(data)
+
+
 def _step_columns(frame: pd.DataFrame) -> list[str]:
     "The step-list columns of step-annotated pairs (`chosen_steps`, `rejected_steps`), none for plain pairs."
     return [c for c in ("chosen_steps", "rejected_steps") if c in frame.columns]
 
 # %% ../nbs/08ab_audit_conditions.ipynb #40770246
-def _condition_key(data: pd.DataFrame, name: str, seed: int, options: Mapping,
+def _condition_key(data: pd.DataFrame | str, name: str, seed: int, options: Mapping,
                    semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, embed_device: str | None = None) -> str:
-    "What a stored condition depends on: the data, the perturbation and its version, the seed and options."
+    "What a stored condition depends on: the data (or its `data_fingerprint`), the perturbation and its version, the seed and options."
     p = ra_perturbations.registry[name]
-    blob = json.dumps([data_fingerprint(data), name, str(getattr(p, "version", ""))
+    blob = json.dumps([_fingerprint(data), name, str(getattr(p, "version", ""))
                        + ra_perturbations.semantic_key(name, semantic_check, embed_device), int(seed),
                        {k: repr(v) for k, v in sorted(options.items())}])
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -92,7 +97,7 @@ def _storable(name: str, options: Mapping) -> bool:
     return all(isinstance(v, plain) or isinstance(getattr(v, "model_id", None), str) for v in options.values())
 
 
-def store_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, turns: str = "final",
+def store_key(data: pd.DataFrame | str, name: str, seed: int, options: Mapping, turns: str = "final",
               semantic_check: bool = ra_perturbations.SEMANTIC_CHECK_DEFAULT, embed_device: str | None = None) -> str | None:
     """The content key of a condition in the cross-run store: items' texts, perturbation, version and options, seed,
     meaning check, backends' versions and rewriter identity (None when the condition cannot be stored)."""
@@ -105,7 +110,7 @@ def store_key(data: pd.DataFrame, name: str, seed: int, options: Mapping, turns:
         resources = p.resources(**kw)
     except pt.MissingResourceError:
         return None
-    return ra_store.digest("condition", data_fingerprint(data), name, str(p.version), p.variant, int(seed),
+    return ra_store.digest("condition", _fingerprint(data), name, str(p.version), p.variant, int(seed),
                            pt._jsonable(kw), turns, pt.semantic_key(name, semantic_check, embed_device),
                            _jsonable(resources))
 
@@ -202,6 +207,7 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
     all_options = options
     source, cpu = {}, {}
     emb0 = ra_store.embedding_stats()
+    fp = data_fingerprint(data)   # once: every condition's keys hash the same items
     turn_kw = {"turns": turns} if turns != "final" else {}
     check_kw = {} if semantic_check == pt.SEMANTIC_CHECK_DEFAULT else {"semantic_check": bool(semantic_check)}
     if embed_device is not None:
@@ -211,13 +217,13 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
             t0 = cpu_seconds()
             # each perturbation gets the options it takes (a rewriter goes to the *-model variants only)
             options = {k: v for k, v in all_options.items() if k in pt.registry[name].defaults}
-            key = (_condition_key(data, name, seed, {**options, **turn_kw}, semantic_check, embed_device)
+            key = (_condition_key(fp, name, seed, {**options, **turn_kw}, semantic_check, embed_device)
                    if store is not None else None)
             if store is not None and (c := _load_condition(Path(store), name, key)) is not None:
                 conds[name], source[name] = c, "run folder"  # made by an earlier run with the same data, seed and options
                 cpu[name] = round(cpu_seconds() - t0, 3)
                 continue
-            skey = store_key(data, name, seed, options, turns, semantic_check, embed_device)
+            skey = store_key(fp, name, seed, options, turns, semantic_check, embed_device)
             if skey is not None and (c := _from_store(skey, data, name, turns)) is not None:
                 conds[name], source[name] = c, "store"
                 if store is not None:
