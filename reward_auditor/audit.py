@@ -131,7 +131,6 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
     verdict is known (`audit_sequential`), or once it is unlikely to be known by the end (`futility`); on the
     logprob and nll scales `sequential_bound` bounds |d|.
     Each parameter is described by the comment after it (nbdev's docments); `help(audit)` lists them."""
-    from tqdm import tqdm
     t_start, cpu_start = time.perf_counter(), cpu_seconds()
     settings = AuditSettings(seed=seed, permutations=permutations, alpha=alpha, scale=scale,
                              multiplicity=multiplicity, margin=margin, family=family, preset=preset,
@@ -142,25 +141,7 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
                          "(sequential=True, --sequential)")
     if out is not None:
         check_writable(out)
-    if conditions is not None and not isinstance(conditions, Mapping):
-        paths = [conditions] if isinstance(conditions, (str, Path)) else list(conditions)
-        source = ", ".join(map(str, paths))
-        if data is not None:  # the files carry their own original pairs: `data` would be silently ignored
-            raise AuditError(f"give data or conditions files, not both: {source} holds its own original pairs, so "
-                             "the data would not be audited (conditions)")
-        from reward_auditor.safety import reading
-        with reading(source, "conditions file"):  # a malformed file: one line naming it
-            original, conds = file_conditions(paths, mapping, errors=errors)
-    else:
-        source = data if isinstance(data, (str, Path)) else getattr(data, "attrs", {}).get(
-            "source", f"<{type(data).__name__}>")
-        if _is_data_spec(data):  # several files, a folder or {"paths": [...], "limit": N}
-            data = ra_specs.data_from(data, errors=errors, seed=seed)
-            source = data.attrs.get("source", source)
-        original = ra_data.load_preferences(data, errors=errors) if not isinstance(data, pd.DataFrame) \
-            else ra_data.validate(data)
-        conds = dict(conditions or {})
-        ra_store.refuse_orig(conds, lambda problem: AuditError(f"{problem} (conditions)"))  # the pairs' own name
+    original, conds, source = _pairs_and_conditions(data, conditions, mapping, errors, seed)
     clusters, clusters_by = item_clusters(original, group_by)   # the unit of independence of every test
     names = perturbation_names(perturbations) if perturbations is not None else []
     if isinstance(perturbations, str) and perturbations.strip().lower() == "all" and "chosen_steps" in original.columns:
@@ -169,11 +150,7 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
         rewriter = ra_specs.rewriter_from(rewriter, names)
         if rewriter is not None:
             perturb_options = {**(perturb_options or {}), "rewriter": rewriter}
-    scorer_objs = resolve_scorers(scorers)
-    for sc in scorer_objs if "chosen_steps" in original.columns else ():  # a PRM refuses, before any perturbing,
-        if hasattr(sc, "check_lengths"):                                   # a solution it can never read
-            sc.check_lengths([*original["chosen_steps"], *original["rejected_steps"]],
-                             original["id"].astype(str).tolist() * 2)
+    scorer_objs = _checked_scorers(scorers, original)
     engine = ra_specs.engine_from(engine)
     # refuse a folder holding another dataset's run before any write (overwrite clears it); `on_start` runs once
     # every input is checked, before the first write into `out`
@@ -182,67 +159,33 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
                     scorers={sc.name: str(sc.fingerprint) for sc in scorer_objs})
     elif on_start is not None:
         on_start()
-    perturber, made, cpu = None, {}, {}
+    perturber = None
     if engine is not None:  # the engine's workers perturb too (Ray tasks with the Ray engine)
         from reward_auditor.engines import engine_perturber
         perturber = engine_perturber(engine, perturb_workers)
-    if sequential:  # rounds of whole clusters, perturbed and scored only where a cell is still open
-        from reward_auditor import audit_sequential as ra_as
-        try:
-            seq = ra_as.sequential_scoring(
-                original, clusters, names, conds, scorer_objs, settings, dict(
-                    seed=settings.seed, on_unavailable=on_unavailable, workers=perturb_workers, turns=perturb_turns,
-                    perturber=perturber, semantic_check=semantic_check,
-                    embed_device=None if engine is not None else scorers_device(scorer_objs), **(perturb_options or {})),
-                cache=cache, out=out, engine=engine, progress=progress, round_size=round_size, bound=sequential_bound,
-                futility=futility,
-                data_sha=data_fingerprint(original))
-        finally:
-            if perturber is not None:
-                perturber.close()
+    perturb_kw = dict(seed=settings.seed, on_unavailable=on_unavailable, workers=perturb_workers, turns=perturb_turns,
+                      perturber=perturber, semantic_check=semantic_check,
+                      embed_device=None if engine is not None else scorers_device(scorer_objs), **(perturb_options or {}))
+    try:
+        if sequential:  # rounds of whole clusters, perturbed and scored only where a cell is still open
+            from reward_auditor import audit_sequential as ra_as
+            seq = ra_as.sequential_scoring(original, clusters, names, conds, scorer_objs, settings, perturb_kw,
+                                           cache=cache, out=out, engine=engine, progress=progress,
+                                           round_size=round_size, bound=sequential_bound, futility=futility,
+                                           data_sha=data_fingerprint(original))
+        else:
+            conds, skipped, made = _made_conditions(original, names, conds, perturb_kw, out, progress)
+    finally:
+        if perturber is not None:
+            perturber.close()
+    if sequential:
         conds, skipped, items, score_counts, store, made, engine_reports = (seq[k] for k in (
             "conds", "skipped", "items", "score_counts", "store", "made", "engine_reports"))
-        cpu["score"] = seq["cpu"]
+        cpu = {"score": seq["cpu"]}
     else:
-        try:
-            built, skipped = make_conditions(original, [n for n in names if n not in conds], seed=settings.seed,
-                                             on_unavailable=on_unavailable, progress=progress,
-                                             store=None if out is None else Path(out) / "conditions",
-                                             workers=perturb_workers, turns=perturb_turns, perturber=perturber,
-                                             semantic_check=semantic_check, report=made,
-                                             embed_device=None if engine is not None else scorers_device(scorer_objs),
-                                             **(perturb_options or {}))
-        finally:
-            if perturber is not None:
-                perturber.close()
-        conds = {**built, **conds}
-        conds = {n: conds[n] for n in [*names, *[c for c in conds if c not in names]] if n in conds}
-        if not conds:
-            raise AuditError("no condition to audit (perturbations): every requested perturbation was skipped "
-                             f"or none was requested; skipped: {skipped or 'none'}")
-        store = _open_cache(cache, out)
-        engine_reports = {}
-        if engine is not None:  # an engine only fills the cache; the scoring below then reads it
-            if store is None:
-                raise AuditError("an engine fills the score cache (engine): pass cache= or out=")
-            for sc in scorer_objs:
-                rep = engine.fill(sc, original, conds, store, progress=progress)
-                engine_reports[sc.name] = {"units": rep.units, "committed": rep.committed, "computed": rep.computed,
-                                           "seconds": rep.seconds}
-
-        all_items, score_counts, cpu["score"] = [], {}, {}
-        for sc in tqdm(scorer_objs, desc="score", disable=not progress or len(scorer_objs) < 2, leave=False):
-            t0 = cpu_seconds()
-            items, counts = score_conditions(sc, original, conds, cache=store, progress=progress)
-            all_items.append(items)
-            score_counts[sc.name] = counts
-            cpu["score"][sc.name] = round(cpu_seconds() - t0, 3)
-        items = pd.concat(all_items, ignore_index=True)
-    items["confidence_before"] = ra_stats.confidence(items["margin_before"].to_numpy(float), settings.scale)
-    items["confidence_after"] = ra_stats.confidence(items["margin_after"].to_numpy(float), settings.scale)
-    items["delta"] = differences(items["margin_before"].to_numpy(float), items["margin_after"].to_numpy(float),
-                                 settings.scale)
-    items["cluster"] = item_cluster_codes(clusters, items["id"])   # the unit of independence, for compare/calibration
+        items, score_counts, store, engine_reports, cpu = _scored(original, conds, scorer_objs, cache, out, engine,
+                                                                  progress)
+    _add_item_columns(items, settings.scale, clusters)
     truncation = {sc.name: t for sc in scorer_objs if (t := truncation_counts(sc, original, conds)) is not None}
     # a scorer with a token limit that reports no counts: whether it cut anything is unknown, and the report says so
     untold = [sc.name for sc in scorer_objs if sc.name not in truncation and getattr(sc, "max_length", None)]
@@ -254,46 +197,14 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
 
     groups = {n: getattr(c, "group", "other") for n, c in conds.items()}
     sides = {n: getattr(c, "side", "") for n, c in conds.items()}
-    fams = [(m, s) for m in dict.fromkeys(items["model"])
-            for s in (dict.fromkeys(items["subset"]) if settings.family == "subset" else ["all"])]
-    if sequential:  # the anytime-valid statistics of the rounds, never a fixed-N test on the same data
-        t0 = cpu_seconds()
-        table = ra_as.sequential_table(items, seq["run"], groups, settings, seq["bound"])
-    else:
-        tables, t0 = [], cpu_seconds()
-        for model, subset in tqdm(fams, desc="test", disable=not progress, leave=False):
-            sel = items["model"] == model
-            if subset != "all":
-                sel &= items["subset"] == subset
-            fam = items[sel]
-            if fam["id"].nunique() < 2:
-                continue
-            t = family_table(fam, groups=groups, settings=settings, seed=family_seed(settings.seed, subset),
-                             clusters=clusters)
-            t.insert(0, "subset", subset)
-            t.insert(0, "model", model)
-            tables.append(t)
-        if not tables:
-            raise AuditError("no family has at least two items (data): add items or use family='model'")
-        table = pd.concat(tables, ignore_index=True)
+    t0 = cpu_seconds()
+    # the anytime-valid statistics of the rounds in a sequential run, never a fixed-N test on the same data
+    table = ra_as.sequential_table(items, seq["run"], groups, settings, seq["bound"]) if sequential else \
+        _test_table(items, groups, settings, clusters, progress)
     cpu["tests"] = round(cpu_seconds() - t0, 3)
     table, margin_used = decide(table, settings)
-    table["side"] = table["perturbation"].map(sides)
-    lc = _length_changes(original, conds)
-    table = table.merge(lc, on=["subset", "perturbation"], how="left")
-    table = table.merge(change_stats(conds), on=["subset", "perturbation"], how="left")
-    tr = truncation_table(truncation)
-    table = table.merge(tr, on=["model", "subset", "perturbation"], how="left") if len(tr) else \
-        table.assign(n_truncated=np.nan, n_answer_cut=np.nan)
-    table = table[[c for c in [*TABLE_COLUMNS, *(ra_as.SEQUENTIAL_COLUMNS if sequential else [])] if c in table.columns]]
-
-    warn = []
-    control, fdr_warn = (ra_as.sequential_error_control(settings), []) if sequential else \
-        error_control(table, settings)  # unproven procedures: FDR measured for this family shape
-    undetectable = [] if sequential else detectability_warnings(table, settings)  # fixed-N p_min: not sequential
-    for w in fdr_warn + undetectable + ([detectability_note(settings)] if undetectable else []):
-        warn.append(w)
-        warnings.warn(w, RunWarning, stacklevel=2)
+    table = _with_item_facts(table, sides, original, conds, truncation, sequential)
+    control, warn = _run_checks(table, settings, sequential)
     warn += [f"perturbation {n} skipped: {why}" for n, why in skipped.items()]
     warn += truncation_warnings(truncation, scorer_objs)
     dropped = {k: v for k, v in (original.attrs.get("dropped_invalid") or {}).items() if v and v.get("count")}
@@ -320,13 +231,7 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
         "skipped_perturbations": skipped,
         "semantic_check": "on" if semantic_check else "off",
         "perturbation_store": {k: made.get(k) for k in ("store", "conditions", "embeddings")},
-        "models": {sc.name: {"kind": str(getattr(sc, "kind", "")), "fingerprint": sc.fingerprint,
-                             "description": ((type(sc).__doc__ or "").strip().splitlines() or [""])[0],
-                             "spec": str(getattr(sc, "spec", sc.name)),
-                             **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {}),
-                             **({"tokenization": _jsonable(sc.tokenization())} if hasattr(sc, "tokenization") else {}),
-                             **({"batching": _jsonable(sc.batching())} if hasattr(sc, "batching") else {})}
-                   for sc in scorer_objs},
+        "models": {sc.name: _model_record(sc) for sc in scorer_objs},
         "scores": {"computed": totals["computed"], "cached": totals["cached"], "by_model": score_counts},
         "truncation": truncation,
         "truncation_unknown": untold,
@@ -348,6 +253,146 @@ def audit(data: Any,  # the pairs: "sample", a file, a folder, a list of files, 
         result.save(out)
     return result
 
+
+def _pairs_and_conditions(data: Any, conditions: Any, mapping: Any, errors: str, seed: int) -> tuple[pd.DataFrame, dict, str]:
+    "The original pairs, the conditions given with them and where they came from (a conditions file holds its own pairs)."
+    if conditions is not None and not isinstance(conditions, Mapping):
+        paths = [conditions] if isinstance(conditions, (str, Path)) else list(conditions)
+        source = ", ".join(map(str, paths))
+        if data is not None:  # the files carry their own original pairs: `data` would be silently ignored
+            raise AuditError(f"give data or conditions files, not both: {source} holds its own original pairs, so "
+                             "the data would not be audited (conditions)")
+        from reward_auditor.safety import reading
+        with reading(source, "conditions file"):  # a malformed file: one line naming it
+            original, conds = file_conditions(paths, mapping, errors=errors)
+        return original, conds, source
+    source = data if isinstance(data, (str, Path)) else getattr(data, "attrs", {}).get(
+        "source", f"<{type(data).__name__}>")
+    if _is_data_spec(data):  # several files, a folder or {"paths": [...], "limit": N}
+        data = ra_specs.data_from(data, errors=errors, seed=seed)
+        source = data.attrs.get("source", source)
+    original = ra_data.load_preferences(data, errors=errors) if not isinstance(data, pd.DataFrame) \
+        else ra_data.validate(data)
+    conds = dict(conditions or {})
+    ra_store.refuse_orig(conds, lambda problem: AuditError(f"{problem} (conditions)"))  # the pairs' own name
+    return original, conds, source
+
+
+def _checked_scorers(scorers: Any, original: pd.DataFrame) -> list:
+    "The scorers a spec names; a PRM refuses, before any perturbing, a step solution it can never read."
+    scorer_objs = resolve_scorers(scorers)
+    for sc in scorer_objs if "chosen_steps" in original.columns else ():
+        if hasattr(sc, "check_lengths"):
+            sc.check_lengths([*original["chosen_steps"], *original["rejected_steps"]],
+                             original["id"].astype(str).tolist() * 2)
+    return scorer_objs
+
+
+def _made_conditions(original: pd.DataFrame, names: list, given: dict, perturb_kw: dict, out: Any,
+                     progress: bool) -> tuple[dict, dict, dict]:
+    "Every condition named and not `given`, made (or read from the run folder or store) → (conditions in order, skipped, record)."
+    made: dict = {}
+    built, skipped = make_conditions(original, [n for n in names if n not in given], progress=progress,
+                                     store=None if out is None else Path(out) / "conditions", report=made,
+                                     **perturb_kw)
+    conds = {**built, **given}
+    conds = {n: conds[n] for n in [*names, *[c for c in conds if c not in names]] if n in conds}
+    if not conds:
+        raise AuditError("no condition to audit (perturbations): every requested perturbation was skipped "
+                         f"or none was requested; skipped: {skipped or 'none'}")
+    return conds, skipped, made
+
+
+def _scored(original: pd.DataFrame, conds: dict, scorer_objs: list, cache: Any, out: Any, engine: Any,
+            progress: bool) -> tuple:
+    "Every scorer's items under every condition, an engine filling the cache first → (items, counts, cache, engine reports, CPU)."
+    from tqdm import tqdm
+    store = _open_cache(cache, out)
+    engine_reports = {}
+    if engine is not None:  # an engine only fills the cache; the scoring below then reads it
+        if store is None:
+            raise AuditError("an engine fills the score cache (engine): pass cache= or out=")
+        for sc in scorer_objs:
+            rep = engine.fill(sc, original, conds, store, progress=progress)
+            engine_reports[sc.name] = {"units": rep.units, "committed": rep.committed, "computed": rep.computed,
+                                       "seconds": rep.seconds}
+    all_items, score_counts, cpu = [], {}, {}
+    for sc in tqdm(scorer_objs, desc="score", disable=not progress or len(scorer_objs) < 2, leave=False):
+        t0 = cpu_seconds()
+        items, counts = score_conditions(sc, original, conds, cache=store, progress=progress)
+        all_items.append(items)
+        score_counts[sc.name] = counts
+        cpu[sc.name] = round(cpu_seconds() - t0, 3)
+    return pd.concat(all_items, ignore_index=True), score_counts, store, engine_reports, {"score": cpu}
+
+
+def _add_item_columns(items: pd.DataFrame, scale: str, clusters: pd.Series) -> None:
+    "Each item's confidence before and after on the test's `scale`, its difference, and its cluster (in place)."
+    items["confidence_before"] = ra_stats.confidence(items["margin_before"].to_numpy(float), scale)
+    items["confidence_after"] = ra_stats.confidence(items["margin_after"].to_numpy(float), scale)
+    items["delta"] = differences(items["margin_before"].to_numpy(float), items["margin_after"].to_numpy(float), scale)
+    items["cluster"] = item_cluster_codes(clusters, items["id"])   # the unit of independence, for compare/calibration
+
+
+def _test_table(items: pd.DataFrame, groups: dict, settings: AuditSettings, clusters: pd.Series,
+                progress: bool) -> pd.DataFrame:
+    "The fixed-N tests of every family: one model × one subset, or a model's subsets pooled (family='model')."
+    from tqdm import tqdm
+    fams = [(m, s) for m in dict.fromkeys(items["model"])
+            for s in (dict.fromkeys(items["subset"]) if settings.family == "subset" else ["all"])]
+    tables = []
+    for model, subset in tqdm(fams, desc="test", disable=not progress, leave=False):
+        sel = items["model"] == model
+        if subset != "all":
+            sel &= items["subset"] == subset
+        fam = items[sel]
+        if fam["id"].nunique() < 2:
+            continue
+        t = family_table(fam, groups=groups, settings=settings, seed=family_seed(settings.seed, subset),
+                         clusters=clusters)
+        t.insert(0, "subset", subset)
+        t.insert(0, "model", model)
+        tables.append(t)
+    if not tables:
+        raise AuditError("no family has at least two items (data): add items or use family='model'")
+    return pd.concat(tables, ignore_index=True)
+
+
+def _with_item_facts(table: pd.DataFrame, sides: dict, original: pd.DataFrame, conds: dict, truncation: dict,
+                     sequential: bool) -> pd.DataFrame:
+    "The decided table with what each number stands on: side, length change, change rate and edit size, truncation."
+    table["side"] = table["perturbation"].map(sides)
+    table = table.merge(_length_changes(original, conds), on=["subset", "perturbation"], how="left")
+    table = table.merge(change_stats(conds), on=["subset", "perturbation"], how="left")
+    tr = truncation_table(truncation)
+    table = table.merge(tr, on=["model", "subset", "perturbation"], how="left") if len(tr) else \
+        table.assign(n_truncated=np.nan, n_answer_cut=np.nan)
+    if sequential:
+        from reward_auditor.audit_sequential import SEQUENTIAL_COLUMNS
+    return table[[c for c in [*TABLE_COLUMNS, *(SEQUENTIAL_COLUMNS if sequential else [])] if c in table.columns]]
+
+
+def _run_checks(table: pd.DataFrame, settings: AuditSettings, sequential: bool) -> tuple[dict, list[str]]:
+    "What the run controls, and its warnings (each also raised as a `RunWarning`): FDR measured where unproven, undetectable tests."
+    if sequential:   # anytime-valid control; fixed-N p_min does not apply
+        from reward_auditor.audit_sequential import sequential_error_control
+        return sequential_error_control(settings), []
+    control, fdr_warn = error_control(table, settings)
+    undetectable = detectability_warnings(table, settings)
+    warn = fdr_warn + undetectable + ([detectability_note(settings)] if undetectable else [])
+    for w in warn:
+        warnings.warn(w, RunWarning, stacklevel=3)
+    return control, warn
+
+
+def _model_record(sc) -> dict:
+    "What the manifest records of one scorer: kind, fingerprint, description, spec and its own settings."
+    return {"kind": str(getattr(sc, "kind", "")), "fingerprint": sc.fingerprint,
+            "description": ((type(sc).__doc__ or "").strip().splitlines() or [""])[0],
+            "spec": str(getattr(sc, "spec", sc.name)),
+            **({"settings": _jsonable(sc.settings())} if hasattr(sc, "settings") else {}),
+            **({"tokenization": _jsonable(sc.tokenization())} if hasattr(sc, "tokenization") else {}),
+            **({"batching": _jsonable(sc.batching())} if hasattr(sc, "batching") else {})}
 
 def _turn_summary(frame: pd.DataFrame) -> dict:
     "How many items are single- and multi-turn, and the largest number of user turns."

@@ -560,12 +560,18 @@ def test_pool_workers_take_ctrl_c_quietly(capfd):
     from reward_auditor.engines import PerturbPool
     pool = PerturbPool(2, min_items=8)
     try:
-        pool.perturb(load_sample().head(32), ["EF"], seed=0)        # both workers started and idle
+        pool.perturb(load_sample().head(32), ["EF"], seed=0)
+        for ex in pool._processes:   # a task done means its worker ran its initializer: started, and idle now
+            ex.submit(int).result(timeout=120)   # (the store may have held EF, so no worker had to perturb)
         procs = [p for ex in pool._processes for p in ex._processes.values()]
         for p in procs:
             os.kill(p.pid, signal.SIGINT)
         for p in procs:
             p.join(timeout=30)
+        # the executor's own thread reaps a worker that dies too; while it holds the status, exitcode reads None
+        deadline = time.monotonic() + 30
+        while any(p.exitcode is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert [p.exitcode for p in procs] == [130, 130]
         assert "Traceback" not in capfd.readouterr().err
     finally:
