@@ -5,11 +5,14 @@ Usage: OMP_NUM_THREADS=1 python bench/audit.py --base /tmp/base55 [--n 200] [--p
        [--decompose]  (two more rows: this tree's first audit with the meaning check's screen off, and with the
                        check off, so the check's cost and the screen's saving read off the table)
        [--torch-loaded]  (every audit process imports torch first, as an audit of a neural reward model does)
+       [--source-only]  (no bytecode caches: every audit process and report kernel compiles the package from source,
+                         as on a machine that sets PYTHONDONTWRITEBYTECODE; no pip install leaves a package so)
 (the RM-Bench files are read from $REWARD_AUDITOR_SHARED_DATA/rm-bench, else ../shared/data/rm-bench)
 
 Make the baseline tree outside the repository first, e.g. `git archive 55bb319 | tar -x -C /tmp/base55` (the
-previous round's code). Each audit runs in a fresh process of the same interpreter with one torch thread; CPU is
-that process plus its children, peak RSS that process's maximum resident set. Rows:
+previous round's code). Both trees are byte-compiled first (`compileall`), as pip does when it installs a package.
+Each audit runs in a fresh process of the same interpreter with one torch thread; CPU is that process plus its
+children, peak RSS that process's maximum resident set. Rows:
 
 - `base first`: the baseline's audit (every condition made; 55bb319 had no meaning check);
 - `ours first`: this tree's audit with an empty perturbation store;
@@ -92,12 +95,22 @@ def main():
                     help="render each run's report too (the command line's default), its kernel's CPU included")
     ap.add_argument("--torch-loaded", action="store_true",
                     help="every audit process imports torch first, as an audit of a neural reward model does")
+    ap.add_argument("--source-only", action="store_true",
+                    help="no bytecode caches: every process compiles the package from source (as where "
+                         "PYTHONDONTWRITEBYTECODE is set)")
     ap.add_argument("--decompose", action="store_true",
                     help="also this tree's first audit with the screen off (REWARD_AUDITOR_SCREEN=off) and with the "
                          "meaning check off")
     a = ap.parse_args()
     if a.torch_loaded:
         os.environ["BENCH_TORCH_LOADED"] = "1"
+    if a.source_only:   # Python looks for bytecode in an empty folder (and, told not to write any, compiles each time)
+        os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench-nopyc-")
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:   # as a pip install leaves them: each module's bytecode written once, beside its source
+        import compileall
+        for tree in (Path(a.base), REPO):
+            compileall.compile_dir(str(tree / "reward_auditor"), quiet=1)
     rows: dict[str, list] = {"base first": [], "ours first": []}
     if a.decompose:
         rows.update({"ours, screen off": [], "ours, check off": []})
