@@ -466,7 +466,18 @@ def similarities(xs: list[str], ys: list[str], threshold: float, exact, screen=N
     # the pairs the screen cannot decide (near the threshold, held, or NaN): the float32 encoder's similarity
     near = np.flatnonzero(~(np.abs(sim - threshold) > SCREEN_MARGIN))
     if len(near):
+        screened = sim[near]
         sim[near] = _cosines(exact, [xs[k] for k in near], [ys[k] for k in near])
+        # the pairs both encoders saw check the screen on every call: off by half its margin here, it may have
+        # decided a pair elsewhere wrongly, so then no screened value is kept
+        off = np.abs(screened - sim[near])
+        off = off[np.isfinite(off)]
+        if len(off) and off.max() > SCREEN_MARGIN / 2:
+            import warnings
+            warnings.warn(f"the meaning check's bfloat16 screen was {off.max():.3f} off the float32 encoder (over half its "
+                          f"margin {SCREEN_MARGIN}): every pair embedded exactly (REWARD_AUDITOR_SCREEN=off skips the screen)",
+                          RuntimeWarning, stacklevel=2)
+            return _cosines(exact, xs, ys)
     return sim
 
 

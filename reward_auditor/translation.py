@@ -8,7 +8,7 @@ Docs: https://reward-auditor.github.io/reward_auditor/translation.html.md"""
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from typing import Iterable
 
 import numpy as np
 

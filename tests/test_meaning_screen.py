@@ -31,7 +31,7 @@ def _pairs(frame: pd.DataFrame, name: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_screen_stays_within_a_quarter_of_its_margin_on_rmbench(monkeypatch):
+def test_screen_stays_within_a_quarter_of_its_margin_on_rmbench():
     """On RM-Bench's own synonym and Markdown rewrites (chat and code, 100 items each: short sentences, and code
     answers cut at 256 tokens) and on a few very short texts, the screened similarity of every compared pair lies
     within SCREEN_MARGIN / 4 of the float32 encoder's: each pair the screen decides, it decides as the exact
@@ -82,9 +82,10 @@ def test_screened_filter_keeps_and_undoes_what_the_exact_one_does(monkeypatch):
 class _Blurred:
     "A stand-in screen: the exact vectors, each turned a little at random (cosines move by up to about 0.015)."
     def __init__(self, exact, scale=0.12, seed=0):
-        self.exact, self.scale, self.rng = exact, scale, np.random.default_rng(seed)
+        self.exact, self.scale, self.rng, self.asked = exact, scale, np.random.default_rng(seed), 0
 
     def vectors(self, texts):
+        self.asked += len(texts)
         v = self.exact.vectors(texts)
         noise = self.rng.standard_normal(v.shape).astype(np.float32)
         v = v + self.scale * noise / np.linalg.norm(noise, axis=1, keepdims=True)
@@ -109,7 +110,10 @@ def test_any_screen_within_the_margin_decides_as_the_exact_encoder(monkeypatch):
     blurred = MC._cosines(_Blurred(exact), xs, ys)
     assert 0.001 < np.abs(blurred - want).max() < MC.SCREEN_MARGIN       # the stand-in really is off, within the margin
     for thr in np.quantile(want, [0.1, 0.3, 0.5, 0.7, 0.9]):
-        got = MC.similarities(xs, ys, thr, exact, _Blurred(exact))
+        exact.forget()   # exact vectors already held are never screened: forgotten, every pair goes to the screen first
+        screen = _Blurred(exact)
+        got = MC.similarities(xs, ys, thr, exact, screen)
+        assert screen.asked == 2 * len(xs)
         assert ((got < thr) == (want < thr)).all()
         near = np.abs(got - thr) <= MC.SCREEN_MARGIN
         assert (got[near] == want[near]).all()
@@ -153,4 +157,29 @@ def test_screen_runs_only_where_it_pays(monkeypatch):
     monkeypatch.setattr(MC, "screen_available", lambda: True)
     assert MC.screen_embeddings(MC.SCREEN_MIN_TOKENS - 1, exact) is None
     assert MC.screen_embeddings(MC.SCREEN_MIN_TOKENS, exact).model.model_id == f"{exact.model_id} {MC.SCREEN_ENCODER}"
+    S._EMBEDDINGS.clear()
+
+
+def test_a_drifted_screen_is_caught_by_the_pairs_both_encoders_saw(monkeypatch):
+    """A screen off by more than half its margin (a changed torch, a broken kernel) is caught on the pairs near the
+    threshold, which both encoders embed: a warning, and every pair gets the float32 encoder's similarity."""
+    _folder()
+    from reward_auditor.data import load_sample
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    S._EMBEDDINGS.clear()
+    frame = load_sample().head(60)
+    rngs = [P.item_rng(0, "ST", P.registry["ST"].version, i, "response") for i in frame["id"]]
+    pieces = [(x, y) for b, a in zip(frame["chosen"], P.registry["ST"].apply_many(frame["chosen"].tolist(), rngs))
+              if b != a for x, y in MC._pieces(b, a) if x != y]
+    xs, ys = [x for x, _ in pieces], [y for _, y in pieces]
+    exact = MC.semantic_embeddings()
+    want = MC.similarities(xs, ys, 0.8, exact)
+    drifted = MC._cosines(_Blurred(exact, scale=0.25), xs, ys)   # the same draws as the screen's below
+    k = int(np.argmax(np.abs(drifted - want)))
+    assert abs(drifted[k] - want[k]) > MC.SCREEN_MARGIN / 2
+    thr = float(drifted[k])        # that pair is at the threshold: both encoders embed it, and they disagree
+    exact.forget()
+    with pytest.warns(RuntimeWarning, match="off the float32 encoder"):
+        got = MC.similarities(xs, ys, thr, exact, _Blurred(exact, scale=0.25))
+    assert np.array_equal(got, want)
     S._EMBEDDINGS.clear()

@@ -247,3 +247,28 @@ def test_demo_picture_keeps_the_star_of_a_significant_improvement():
     cols = [p for _, p in eff.columns]
     assert text[0][cols.index("LE")] == "-0.80*" and bool(sig.iat[0, cols.index("LE")])
     assert text[0][cols.index("EF")] == "+0.90**"
+
+
+def test_failed_cell_keeps_the_executed_notebook(tmp_path, monkeypatch):
+    """The notebook is written once, at the end, not after every cell: a cell that fails must still leave it, with
+    the cells before it executed and the error in place, where the message says."""
+    import json
+    from reward_auditor import report
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3", "language": "python",
+                                                                          "display_name": "Python 3"}},
+          "cells": [{"cell_type": "code", "id": "p1", "metadata": {"tags": ["parameters"]}, "execution_count": None,
+                     "outputs": [], "source": "x = 0"},
+                    {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": None, "outputs": [],
+                     "source": "print('before', x + 1)"},
+                    {"cell_type": "code", "id": "c2", "metadata": {}, "execution_count": None, "outputs": [],
+                     "source": "raise ValueError('boom in the template')"}]}
+    tpl = tmp_path / "failing.ipynb"
+    tpl.write_text(json.dumps(nb))
+    monkeypatch.setattr(report, "template_path", lambda name: tpl)
+    out = tmp_path / "out"
+    with pytest.raises(ReportError, match=r"ValueError: boom in the template \(executed notebook kept at .*report\.ipynb\)"):
+        report.execute_template("failing", {"x": 41}, out, "report")
+    kept = json.loads((out / "report.ipynb").read_text())
+    text = json.dumps(kept)
+    assert "before 42" in text and "boom in the template" in text
+    assert not (out / "report.html").exists()
