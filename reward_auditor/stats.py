@@ -64,21 +64,27 @@ def permp(b, nperm: int, total_nperm: float, method: str = "auto"):
         if not np.isfinite(T) or T > 1e7:
             raise StatsError(f"method='exact' sums over all {T:g} permutations: use 'approximate' for T > 1e7")
         pk = np.arange(1, int(T) + 1) / T
-        out = np.array([sps.binom.cdf(x, nperm, pk).mean() for x in bb.ravel()]).reshape(bb.shape)
+        counts, at = np.unique(bb.ravel(), return_inverse=True)   # each distinct count worked out once
+        out = np.array([sps.binom.cdf(c, nperm, pk).mean() for c in counts])[at].reshape(bb.shape)
     else:
         upper = 0.5 / T if np.isfinite(T) else 0.0
-        x, w = _gauss_legendre_128()
-        nodes, weights = upper * (x + 1) / 2, w / 2
-        # one count at a time: a product over many rows may sum in another order, and a count's p-value must
-        # not depend on the counts beside it
-        integral = upper * np.array([sps.binom.cdf(np.reshape(x, (1, 1)), nperm, nodes) @ weights
-                                     for x in bb.ravel()]).reshape(-1)
-        out = (bb + 1) / (nperm + 1) - integral.reshape(bb.shape)
+        counts, at = np.unique(bb.ravel(), return_inverse=True)
+        integral = np.zeros(len(counts))
+        if upper > 0:   # T infinite: no pattern can be drawn twice, nothing to take off
+            nodes, weights = _gauss_legendre_128()
+            nodes, weights = upper * (nodes + 1) / 2, weights / 2
+            # one count at a time: a product over many rows may sum in another order, and a count's p-value must
+            # not depend on the counts beside it
+            integral = upper * np.array([sps.binom.cdf(np.reshape(c, (1, 1)), nperm, nodes) @ weights
+                                         for c in counts]).reshape(-1)
+        out = (bb + 1) / (nperm + 1) - integral[at].reshape(bb.shape)
     return _ret(np.asarray(out, np.float64))
 
-
+# %% ../nbs/02_stats.ipynb #9d3f1a58
 def mc_pvalues(counts, B: int, total, p_method: str = "permp") -> np.ndarray:
     "Monte Carlo p-values of exceedance `counts` in `B` random sign patterns out of `total` distinct ones: (c+1)/(B+1), or Phipson–Smyth's `permp` when total > B, never below 1/total."
+    if p_method not in ("permp", "plus_one"):
+        raise StatsError(f"unknown p_method {p_method!r}: choose 'permp' or 'plus_one'")
     counts = np.atleast_1d(np.asarray(counts, np.float64))
     total = np.broadcast_to(np.asarray(total, np.float64), counts.shape)
     p = np.empty(counts.shape)

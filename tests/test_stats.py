@@ -54,6 +54,30 @@ def test_permp_oracles():
     assert S.permp(5, 999, math.inf) == 6 / 1000
 
 
+def _binom_cdf(b: int, m: int, p: float) -> float:
+    "P(X <= b), X ~ Binomial(m, p), through the regularized incomplete beta (not scipy.stats.binom)."
+    import scipy.special
+    return 1.0 if b >= m else float(scipy.special.betainc(m - b, b + 1, 1 - p))
+
+
+@pytest.mark.parametrize("T", [2.0 ** 14, 2.0 ** 30, 2.0 ** 60])
+@pytest.mark.parametrize("m", [99, 999, 9999])
+def test_permp_approximate_is_phipson_smyth_by_adaptive_quadrature(m, T):
+    "(b + 1)/(m + 1) minus the integral of the binomial cdf over [0, 1/(2T)], by scipy's adaptive quadrature."
+    from scipy import integrate
+    for b in sorted({0, 1, 5, m // 10, m // 2, m - 1, m}):
+        integral = integrate.quad(lambda p: _binom_cdf(b, m, p), 0, 0.5 / T, epsabs=0, epsrel=1e-13)[0]
+        assert math.isclose(S.permp(b, m, T, "approximate"), (b + 1) / (m + 1) - integral, rel_tol=1e-10), b
+
+
+@pytest.mark.parametrize("m,T", [(99, 64), (999, 4096), (9999, 10_000)])
+def test_permp_exact_is_the_mean_over_every_draw_probability(m, T):
+    "Phipson and Smyth's exact sum: the binomial cdf at p = k/T, k = 1..T, averaged (math.fsum)."
+    for b in (0, 1, 5, m // 10, m):
+        want = math.fsum(_binom_cdf(b, m, k / T) for k in range(1, T + 1)) / T
+        assert math.isclose(S.permp(b, m, T, "exact"), want, rel_tol=1e-10), b
+
+
 @pytest.mark.parametrize("T", [16, 32, 1024, 2**20, 2**30])
 @pytest.mark.parametrize("nperm", [99, 999, 9999])
 def test_permp_bounds_and_monotone(T, nperm):
