@@ -5,10 +5,16 @@ from reward_auditor import cli as ra_cli
 from reward_auditor.data import load_sample
 
 
+def run_cli(capsys, *argv):
+    "The command in this process → (exit code, pytest's capture of stdout and stderr); arguments turned into strings."
+    code = ra_cli.main([*map(str, argv)])
+    return code, capsys.readouterr()
+
+
 def run_main(capsys, *argv) -> tuple[int, str]:
     "The command in this process → (exit code, stderr)."
-    code = ra_cli.main([*map(str, argv)])
-    return code, capsys.readouterr().err
+    code, captured = run_cli(capsys, *argv)
+    return code, captured.err
 
 
 def sample_jsonl(folder: Path, **slices: slice) -> Path:

@@ -6,9 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-
-
-from cli_inprocess import run_main as _run  # noqa: E402
+from cli_helpers import run_cli as _run
 
 
 @pytest.fixture

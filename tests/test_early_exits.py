@@ -12,8 +12,7 @@ from reward_auditor import cli, cli_audit
 from reward_auditor import rewriters as R
 from reward_auditor.cli import build_parser
 
-
-from cli_inprocess import run_main as _run  # noqa: E402
+from cli_helpers import run_cli as _run
 
 
 def _closed_port() -> int:

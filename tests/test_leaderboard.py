@@ -184,7 +184,7 @@ def test_pairs_from_one_product_equal_a_loop_over_pairs():
 
 # --- bad input through the command: one line, exit code 2 ---
 
-from cli_inprocess import run_main as _cli  # noqa: E402
+from cli_helpers import run_cli as _cli  # noqa: E402
 
 
 @pytest.fixture

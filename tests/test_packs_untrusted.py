@@ -12,10 +12,9 @@ from reward_auditor import store as S
 from reward_auditor.cli import main
 from reward_auditor.data import load_sample
 
+from cli_helpers import run_cli as _run
+
 B = ("--scorer", "length", "-B", "50", "--no-report", "-q")
-
-
-from cli_inprocess import run_main as _run  # noqa: E402
 
 
 def _one_line(err):
