@@ -410,7 +410,7 @@ def _score_chunk(self, items: list) -> tuple[list, list[dict]]:
 
 
 def _commit_unit(self, keys: list, records: list) -> int:
-    "The driver's write of a finished unit: every record into the generation store, in one transaction."
+    "The driver's write of a finished unit, in one transaction: every record the window did not refuse (those are kept for this run's counts, not stored)."
     store = getattr(self, "_fill_store", None) or self.store_for(None)
     store.put_many({k[0]: rec for k, rec in zip(keys, records) if not _window_refused(rec)})
     return len(keys)
