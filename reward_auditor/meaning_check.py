@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .guards import unpack_zip_once
-from .resources import cache_dir
+from .resources import cache_dir, switched_on
 
 # %% auto #0
 __all__ = ['SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'EMBED_DEVICE_BUDGET', 'SEMANTIC_OFF',
@@ -332,7 +332,7 @@ SCREEN_MIN_TOKENS = 10_000  # fewer tokens to embed than this: the float32 encod
 def screen_available() -> bool:
     "Whether the bfloat16 screen is faster here: torch installed, a CPU with AMX tiles, and not switched off ($REWARD_AUDITOR_SCREEN=off)."
     import importlib.util
-    if os.environ.get("REWARD_AUDITOR_SCREEN", "on").strip().lower() in ("off", "0", "no", "false"):
+    if not switched_on("REWARD_AUDITOR_SCREEN"):
         return False
     if importlib.util.find_spec("torch") is None:
         return False

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['PerturbationError', 'MissingResourceError', 'cpu_seconds', 'cache_dir']
+__all__ = ['PerturbationError', 'MissingResourceError', 'cpu_seconds', 'cache_dir', 'switched_on']
 
 # %% ../nbs/00c_resources.ipynb #63160719
 class PerturbationError(ValueError):
@@ -33,3 +33,8 @@ def cache_dir(*parts: str) -> Path:
     "The user cache folder for reward_auditor ($REWARD_AUDITOR_CACHE, else $XDG_CACHE_HOME or ~/.cache)."
     root = os.environ.get("REWARD_AUDITOR_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "reward_auditor"
     return Path(root).joinpath(*parts)
+
+
+def switched_on(variable: str) -> bool:
+    "Whether an on-by-default switch in the environment is on: unset, or anything but off, 0, no or false."
+    return os.environ.get(variable, "on").strip().lower() not in ("off", "0", "no", "false")

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .cache import insert_all_or_none
-from .resources import cache_dir
+from .resources import cache_dir, switched_on
 
 # %% auto #0
 __all__ = ['PACK_KEY', 'PACK_SIDES', 'PACK_COLUMNS', 'ORIG_PROBLEM', 'store_enabled', 'store_root', 'atomic_bytes', 'digest',
@@ -31,7 +31,7 @@ __all__ = ['PACK_KEY', 'PACK_SIDES', 'PACK_COLUMNS', 'ORIG_PROBLEM', 'store_enab
 # %% ../nbs/00e_store.ipynb #95c136a4
 def store_enabled() -> bool:
     "Whether the cross-run store is in use ($REWARD_AUDITOR_STORE=off turns it off)."
-    return os.environ.get("REWARD_AUDITOR_STORE", "on").strip().lower() not in ("off", "0", "no", "false")
+    return switched_on("REWARD_AUDITOR_STORE")
 
 
 def store_root() -> Path:
