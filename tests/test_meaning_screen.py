@@ -79,6 +79,20 @@ def test_screened_filter_keeps_and_undoes_what_the_exact_one_does(monkeypatch):
     S._EMBEDDINGS.clear()
 
 
+@pytest.fixture
+def sample_st(monkeypatch):
+    "The pieces ST gives the first 60 items of the sample (originals, rewrites), the exact embeddings, and their similarities."
+    _folder()
+    from reward_auditor.data import load_sample
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    S._EMBEDDINGS.clear()
+    pieces = _pairs(load_sample().head(60), "ST")
+    xs, ys = [x for x, _ in pieces], [y for _, y in pieces]
+    exact = MC.semantic_embeddings()
+    yield xs, ys, exact, MC.similarities(xs, ys, 0.8, exact)
+    S._EMBEDDINGS.clear()
+
+
 class _Blurred:
     "A stand-in screen: the exact vectors, each turned a little at random (cosines move by up to about 0.015)."
     def __init__(self, exact, scale=0.12, seed=0):
@@ -92,21 +106,11 @@ class _Blurred:
         return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
 
-def test_any_screen_within_the_margin_decides_as_the_exact_encoder(monkeypatch):
+def test_any_screen_within_the_margin_decides_as_the_exact_encoder(sample_st):
     """`similarities` with a screen that is off by up to ~0.015 (under the 0.02 margin) keeps every pair on the
     side of the threshold where the exact similarity puts it, at every threshold; pairs it could not decide carry
     the exact value itself."""
-    _folder()
-    from reward_auditor.data import load_sample
-    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
-    S._EMBEDDINGS.clear()
-    frame = load_sample().head(60)
-    rngs = [P.item_rng(0, "ST", P.registry["ST"].version, i, "response") for i in frame["id"]]
-    pieces = [(x, y) for b, a in zip(frame["chosen"], P.registry["ST"].apply_many(frame["chosen"].tolist(), rngs))
-              if b != a for x, y in MC._pieces(b, a) if x != y]
-    xs, ys = [x for x, _ in pieces], [y for _, y in pieces]
-    exact = MC.semantic_embeddings()
-    want = MC.similarities(xs, ys, 0.8, exact)
+    xs, ys, exact, want = sample_st
     blurred = MC._cosines(_Blurred(exact), xs, ys)
     assert 0.001 < np.abs(blurred - want).max() < MC.SCREEN_MARGIN       # the stand-in really is off, within the margin
     for thr in np.quantile(want, [0.1, 0.3, 0.5, 0.7, 0.9]):
@@ -117,7 +121,6 @@ def test_any_screen_within_the_margin_decides_as_the_exact_encoder(monkeypatch):
         assert ((got < thr) == (want < thr)).all()
         near = np.abs(got - thr) <= MC.SCREEN_MARGIN
         assert (got[near] == want[near]).all()
-    S._EMBEDDINGS.clear()
 
 
 def test_screened_vectors_never_reach_the_store(tmp_path, monkeypatch):
@@ -160,20 +163,10 @@ def test_screen_runs_only_where_it_pays(monkeypatch):
     S._EMBEDDINGS.clear()
 
 
-def test_a_drifted_screen_is_caught_by_the_pairs_both_encoders_saw(monkeypatch):
+def test_a_drifted_screen_is_caught_by_the_pairs_both_encoders_saw(sample_st):
     """A screen off by more than half its margin (a changed torch, a broken kernel) is caught on the pairs near the
     threshold, which both encoders embed: a warning, and every pair gets the float32 encoder's similarity."""
-    _folder()
-    from reward_auditor.data import load_sample
-    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
-    S._EMBEDDINGS.clear()
-    frame = load_sample().head(60)
-    rngs = [P.item_rng(0, "ST", P.registry["ST"].version, i, "response") for i in frame["id"]]
-    pieces = [(x, y) for b, a in zip(frame["chosen"], P.registry["ST"].apply_many(frame["chosen"].tolist(), rngs))
-              if b != a for x, y in MC._pieces(b, a) if x != y]
-    xs, ys = [x for x, _ in pieces], [y for _, y in pieces]
-    exact = MC.semantic_embeddings()
-    want = MC.similarities(xs, ys, 0.8, exact)
+    xs, ys, exact, want = sample_st
     drifted = MC._cosines(_Blurred(exact, scale=0.25), xs, ys)   # the same draws as the screen's below
     k = int(np.argmax(np.abs(drifted - want)))
     assert abs(drifted[k] - want[k]) > MC.SCREEN_MARGIN / 2
@@ -182,4 +175,3 @@ def test_a_drifted_screen_is_caught_by_the_pairs_both_encoders_saw(monkeypatch):
     with pytest.warns(RuntimeWarning, match="off the float32 encoder"):
         got = MC.similarities(xs, ys, thr, exact, _Blurred(exact, scale=0.25))
     assert np.array_equal(got, want)
-    S._EMBEDDINGS.clear()
