@@ -15,12 +15,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, special, stats as sps
+from scipy import optimize, special
 
 from .calibration_inputs import (CalibrationError, SCORE_FIELDS, _audit_frames,  # noqa: F401
                                                _check_run_files, _given, _lengths, _numbers, _read_records,
                                                calibration_inputs, read_run, score_file_pairs)
 _all_ = ['SCORE_FIELDS', 'CalibrationError', 'score_file_pairs', 'read_run', 'calibration_inputs']  # as before the split
+from .effects import norm_isf, norm_sf, spearman
 from .heterogeneity import wilson_interval
 from .multiplicity import bh_adjust
 from .run_settings import run_settings
@@ -174,7 +175,7 @@ class TemperatureFit:
 
 def _z(level: float) -> float:
     "The two-sided normal quantile `Φ⁻¹(1 − (1 − level)/2)`: scipy's `norm.isf`, bit for bit, without its overhead."
-    return float(-special.ndtri((1 - level) / 2))
+    return float(norm_isf((1 - level) / 2))
 
 
 def _dloss(beta: float, m: np.ndarray) -> float:
@@ -239,10 +240,9 @@ def spearman_interval(x, y, level: float = 0.95) -> dict:
     x, y, n = x[ok], y[ok], int(ok.sum())
     if n < 4 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return {"rho": np.nan, "low": np.nan, "high": np.nan, "p": np.nan, "n": n}
-    r = sps.spearmanr(x, y)
-    rho = float(r.statistic)
+    rho, p = spearman(x, y)
     z, h = np.arctanh(np.clip(rho, -0.999999, 0.999999)), _z(level) * math.sqrt(1.06 / (n - 3))
-    return {"rho": rho, "low": float(np.tanh(z - h)), "high": float(np.tanh(z + h)), "p": float(r.pvalue), "n": n}
+    return {"rho": rho, "low": float(np.tanh(z - h)), "high": float(np.tanh(z + h)), "p": p, "n": n}
 
 
 def effective_n(hit, groups=None) -> float:
@@ -423,7 +423,7 @@ def _length_row(P: pd.DataFrame, level: float) -> tuple[dict, pd.DataFrame]:
     for b in ("shortest", "longest"):
         row.update({f"{b}_accuracy": bl.loc[b, "accuracy"], f"{b}_low": bl.loc[b, "low"],
                     f"{b}_high": bl.loc[b, "high"], f"{b}_z": bl.loc[b, "z"],
-                    f"{b}_p": float(2 * sps.norm.sf(abs(bl.loc[b, "z"])))})
+                    f"{b}_p": float(2 * norm_sf(abs(bl.loc[b, "z"])))})
     row["n_effective"] = bl.loc["shortest", "n_effective"]
     row["chance"] = 0.5
     lca, st = length_controlled_accuracy(m[has], lc[has], lr[has], level)

@@ -18,7 +18,7 @@ from scipy import optimize
 # %% auto #0
 __all__ = ['SCALES', 'CI_METHODS', 'StatsError', 'confidence', 'judge_confidence', 'position_bias', 'paired_differences',
            'hedges_j', 'nct_ci', 'bca_interval', 'bca_ci', 'cluster_index', 'cluster_bca_ci', 'EffectSizes',
-           'undefined_reason', 'effect_sizes']
+           'undefined_reason', 'effect_sizes', 'norm_sf', 'norm_isf', 'binom_cdf', 'average_ranks', 'spearman']
 
 # %% ../nbs/02_effects.ipynb #4a1ba1a5
 class StatsError(ValueError):
@@ -301,3 +301,54 @@ def effect_sizes(m, m_pert=None, *, scale: str = "prob", ci_level: float | None 
     return EffectSizes(d_z=dz, d_z0=dz0, g_z=gz, d_av=d_av, d_rm=d_rm, r=r, t=t, mean=mean, sd=sd, n=n,
                        n_nonzero=n0, n_dropped=n_dropped, ci_low=lo, ci_high=hi, ci_level=ci_level,
                        ci_method=ci_method, n_clusters=n_cl, undefined=why)
+
+# %% ../nbs/02_effects.ipynb #8a1d65e0
+def norm_sf(x):
+    "`scipy.stats.norm.sf`: the standard normal's upper tail P(Z > x), bit for bit, without importing scipy.stats."
+    return _ret(special.ndtr(-np.asarray(x, np.float64)))
+
+
+def norm_isf(q):
+    "`scipy.stats.norm.isf`: the x with P(Z > x) = q, bit for bit (0 < q < 1), without importing scipy.stats."
+    return _ret(-special.ndtri(np.asarray(q, np.float64)) * 1.0 + 0.0)   # scipy's `* scale + loc`: −0.0 becomes 0.0
+
+
+class _ScipyStats:
+    "`scipy.stats`, imported at its first use: the modules that call it for a rarer test do not make the audit pay."
+    def __getattr__(self, name):
+        import scipy.stats
+        return getattr(scipy.stats, name)
+
+
+def _binom_cdf_ufunc():
+    "The ufunc scipy.stats.binom evaluates its CDF with (in scipy.special since 1.15; before, inside scipy.stats)."
+    try:
+        from scipy.special._ufuncs import _binom_cdf
+    except ImportError:
+        from scipy.stats._boost import _binom_cdf
+    return _binom_cdf
+
+
+def binom_cdf(k, n: int, p):
+    "`scipy.stats.binom.cdf(k, n, p)` for whole n ≥ 0 and 0 ≤ p ≤ 1, bit for bit, without importing scipy.stats."
+    k, p = np.asarray(k, np.float64), np.asarray(p, np.float64)
+    with np.errstate(all="ignore"):   # the ufunc's value outside 0 ≤ k < n is never used
+        inside = np.clip(_binom_cdf_ufunc()(np.floor(k), n, p), 0, 1)
+    return _ret(np.where(k >= n, 1.0, np.where(k < 0, 0.0, inside)))
+
+
+def average_ranks(x) -> np.ndarray:
+    "Ranks 1..n of a 1-D array, ties sharing their average rank (`scipy.stats.rankdata`'s default)."
+    _, at, count = np.unique(np.asarray(x), return_inverse=True, return_counts=True)
+    end = np.cumsum(count)
+    return (end - (count - 1) / 2)[at.reshape(-1)]
+
+
+def spearman(x, y) -> tuple[float, float]:
+    "Spearman's ρ and its two-sided p-value as `scipy.stats.spearmanr` gives them, bit for bit (finite 1-D, not constant)."
+    r = np.corrcoef(np.vstack((average_ranks(x), average_ranks(y))))   # the layout scipy's ranks reach corrcoef in
+    dof = len(x) - 2
+    with np.errstate(divide="ignore"):
+        t = r * np.sqrt((dof / ((r + 1.0) * (1.0 - r))).clip(0))
+    return float(r[1, 0]), float(2 * special.stdtr(dof, -np.abs(t))[1, 0])
+

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 # %% auto #0
 __all__ = ['STATISTICS', 'EXACT_AUTO_N0', 'PRESETS', 'VERDICTS', 'permp', 'mc_pvalues', 'sign_words', 'words_to_bits',
@@ -31,6 +30,8 @@ from reward_auditor.effects import (
     bca_ci, bca_interval, cluster_bca_ci,
     cluster_index, confidence, effect_sizes, hedges_j, judge_confidence, nct_ci, paired_differences, position_bias,
     undefined_reason)
+from .effects import _ScipyStats, binom_cdf
+_sps = _ScipyStats()   # scipy.stats, imported where a test first needs it
 # ... and still exported by `from reward_auditor.stats import *` as before the split
 _all_ = ['CI_METHODS', 'EffectSizes', 'SCALES', 'StatsError', 'bca_ci', 'bca_interval', 'cluster_bca_ci',
     'cluster_index', 'confidence', 'effect_sizes', 'hedges_j', 'judge_confidence', 'nct_ci',
@@ -65,7 +66,7 @@ def permp(b, nperm: int, total_nperm: float, method: str = "auto"):
             raise StatsError(f"method='exact' sums over all {T:g} permutations: use 'approximate' for T > 1e7")
         pk = np.arange(1, int(T) + 1) / T
         counts, at = np.unique(bb.ravel(), return_inverse=True)   # each distinct count worked out once
-        out = np.array([sps.binom.cdf(c, nperm, pk).mean() for c in counts])[at].reshape(bb.shape)
+        out = np.array([binom_cdf(c, nperm, pk).mean() for c in counts])[at].reshape(bb.shape)
     else:
         upper = 0.5 / T if np.isfinite(T) else 0.0
         counts, at = np.unique(bb.ravel(), return_inverse=True)
@@ -75,7 +76,7 @@ def permp(b, nperm: int, total_nperm: float, method: str = "auto"):
             nodes, weights = upper * (nodes + 1) / 2, weights / 2
             # one count at a time: a product over many rows may sum in another order, and a count's p-value must
             # not depend on the counts beside it
-            integral = upper * np.array([sps.binom.cdf(np.reshape(c, (1, 1)), nperm, nodes) @ weights
+            integral = upper * np.array([binom_cdf(np.reshape(c, (1, 1)), nperm, nodes) @ weights
                                          for c in counts]).reshape(-1)
         out = (bb + 1) / (nperm + 1) - integral[at].reshape(bb.shape)
     return _ret(np.asarray(out, np.float64))
@@ -322,9 +323,9 @@ def _observed(d: np.ndarray, statistic: str, trim: float) -> float:
     if statistic == "median":
         return float(np.median(d))
     if statistic == "trimmed_mean":
-        return float(sps.trim_mean(d, trim))
+        return float(_sps.trim_mean(d, trim))
     nz = d != 0
-    return float(sps.rankdata(np.abs(d[nz]))[d[nz] > 0].sum())
+    return float(_sps.rankdata(np.abs(d[nz]))[d[nz] > 0].sum())
 
 
 def _weights(d: np.ndarray, statistic: str) -> np.ndarray:
@@ -333,12 +334,12 @@ def _weights(d: np.ndarray, statistic: str) -> np.ndarray:
         return d
     v = np.zeros_like(d)
     nz = d != 0
-    v[nz] = np.sign(d[nz]) * sps.rankdata(np.abs(d[nz]))
+    v[nz] = np.sign(d[nz]) * _sps.rankdata(np.abs(d[nz]))
     return v
 
 
 def _nonlinear_stat(X: np.ndarray, statistic: str, trim: float) -> np.ndarray:
-    return np.median(X, axis=1) if statistic == "median" else sps.trim_mean(X, trim, axis=1)
+    return np.median(X, axis=1) if statistic == "median" else _sps.trim_mean(X, trim, axis=1)
 
 
 def _count_nonlinear(d: np.ndarray, keep: np.ndarray, statistic: str, alternative: str, B: int, seed,
@@ -546,7 +547,7 @@ def wilcoxon_signed_rank(d, zero_method: str = "wilcox", alternative: str = "gre
         d = d[d != 0]
     if d.size < 1 or not np.any(d != 0):
         return WilcoxonResult(0.0, 1.0, True, 0, zero_method, alternative)
-    r = sps.rankdata(np.abs(d))
+    r = _sps.rankdata(np.abs(d))
     v = np.where(d != 0, np.sign(d) * r, 0.0)
     V = float(r[d > 0].sum() + (0.5 * r[d == 0].sum() if zero_method == "zsplit" else 0.0))
     res = signflip_tests(v[:, None], B=B, alternative=alternative, seed=seed, exact=exact, min_n=1)[0]
@@ -571,7 +572,7 @@ def paired_t(m, m_pert=None, alternative: str = "greater", *, scale: str = "prob
     t, df = es.t, es.n - 1
     if es.n_nonzero == 0:
         return TTestResult(0.0, df, 1.0, 0.0, alternative)
-    p = {"greater": sps.t.sf(t, df), "less": sps.t.cdf(t, df), "two-sided": 2 * sps.t.sf(abs(t), df)}[alternative]
+    p = {"greater": _sps.t.sf(t, df), "less": _sps.t.cdf(t, df), "two-sided": 2 * _sps.t.sf(abs(t), df)}[alternative]
     return TTestResult(float(t), int(df), float(min(p, 1.0)), es.mean, alternative)
 
 
@@ -588,7 +589,7 @@ class NormalityResult:
 
 def _z_skew(x: np.ndarray) -> float:
     n = x.size
-    g1 = sps.skew(x)
+    g1 = _sps.skew(x)
     y = g1 * math.sqrt((n + 1) * (n + 3) / (6.0 * (n - 2)))
     beta2 = 3.0 * (n * n + 27 * n - 70) * (n + 1) * (n + 3) / ((n - 2.0) * (n + 5) * (n + 7) * (n + 9))
     w2 = -1 + math.sqrt(2 * (beta2 - 1))
@@ -599,7 +600,7 @@ def _z_skew(x: np.ndarray) -> float:
 
 def _z_kurt(x: np.ndarray) -> float:
     n = x.size
-    b2 = sps.kurtosis(x, fisher=False)
+    b2 = _sps.kurtosis(x, fisher=False)
     e = 3.0 * (n - 1) / (n + 1)
     var = 24.0 * n * (n - 2) * (n - 3) / ((n + 1) ** 2 * (n + 3) * (n + 5))
     z = (b2 - e) / math.sqrt(var)
@@ -621,7 +622,7 @@ def normality(d) -> NormalityResult:
     zs, zk = _z_skew(x), _z_kurt(x)
     k2 = zs ** 2 + zk ** 2
     note = "" if n >= 20 else "kurtosis test is approximate below 20 items"
-    return NormalityResult(float(k2), float(sps.chi2.sf(k2, 2)), zs, zk, n, note)
+    return NormalityResult(float(k2), float(_sps.chi2.sf(k2, 2)), zs, zk, n, note)
 
 # %% ../nbs/02_stats.ipynb #a532146c
 PRESETS = {
@@ -658,7 +659,7 @@ def margin_test(t, n, margin: float = 0.2, df=None):
     df = n - 1 if df is None else np.broadcast_to(np.asarray(df, np.float64), n.shape)
     nc = margin * np.sqrt(n)
     with np.errstate(invalid="ignore"):
-        p = sps.nct.sf(t, df, nc)
+        p = _sps.nct.sf(t, df, nc)
     # scipy gives NaN deep in a tail: there the p-value is 0 (t far above nc) or 1
     p = np.where(np.isnan(p) & ~np.isnan(t), np.where(t > nc, 0.0, 1.0), p)
     return _ret(np.where(np.isposinf(t), 0.0, p))
