@@ -252,6 +252,8 @@ class Comparison:
         ms = self.models
         pos = {m: k for k, m in enumerate(ms)}
         for (subset, pert), g in self.robustness.groupby(["subset", "perturbation"], sort=False):
+            if (g["n"] < 2).all():   # no test: nothing to rank
+                continue
             K = len(ms)
             score = np.zeros(K)                     # Σ_j mean(d_m − d_j) = K·mean(d_m) − Σ mean(d): the order of mean d
             better = np.zeros((K, K), bool)
@@ -366,6 +368,7 @@ def _robustness_subset(cubes: dict, ids: list, subset: str, models: list, perts:
                                "cluster id")
         codes = ra_stats.cluster_index(cl.to_numpy(object), len(ids))
     n = np.broadcast_to(ok.sum(axis=0), (P, L))
+    few = n < 2   # as in the audit, a test needs two usable items: with fewer its p is NaN, outside the family
     cols = {"model_a": np.repeat(np.array(models, dtype=object)[ia], L),
             "model_b": np.repeat(np.array(models, dtype=object)[ib], L), "subset": subset,
             "perturbation": np.tile(np.array(perts, dtype=object), P), "n": n.ravel().astype(np.int64)}
@@ -389,7 +392,8 @@ def _robustness_subset(cubes: dict, ids: list, subset: str, models: list, perts:
             cols["n_clusters"] = r["n_units"].ravel().astype(np.int64)
         cols.update({f"{version}_mean_diff": mean.ravel(), f"{version}_effect_size": dz.ravel(),
                      f"{version}_n_nonzero": r["n_nonzero"].ravel().astype(np.int64),
-                     f"{version}_p_greater": r["p_greater"].ravel(), f"{version}_p_less": r["p_less"].ravel()})
+                     f"{version}_p_greater": np.where(few, np.nan, r["p_greater"]).ravel(),
+                     f"{version}_p_less": np.where(few, np.nan, r["p_less"]).ravel()})
     return pd.DataFrame(cols)
 
 
@@ -466,6 +470,7 @@ def detectability_warnings(rob: pd.DataFrame, on: str, B: int, alpha: float, p_m
     "Subsets where no single robustness test could survive BH: the smallest attainable p (`stats.min_pvalue`) exceeds α/2/L."
     w = []
     for subset, g in rob.groupby("subset", sort=False):
+        g = g[g["n"] >= 2]   # the family: the tests that ran
         n0 = g[f"{on}_n_nonzero"].to_numpy()
         floor = np.atleast_1d(ra_stats.min_pvalue(n0[n0 > 0], B, p_method=p_method))
         L = len(g)
@@ -606,7 +611,8 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
     trunc, trunc_warnings = truncation_summary(results, models)
     rob = _with_truncation(rob, "perturbation", trunc)
     acc = pd.concat(acc, ignore_index=True)
-    acc["p"] = mcnemar(acc["n_a_only"].to_numpy(), acc["n_b_only"].to_numpy(), mid_p=mid_p)
+    acc["p"] = np.where(acc["n"].to_numpy() < 2, np.nan,   # no test on fewer than two items, as above
+                        mcnemar(acc["n_a_only"].to_numpy(), acc["n_b_only"].to_numpy(), mid_p=mid_p))
     acc["p_adjusted"] = np.nan
     cond_group = {"orig": "original", **groups}
     for _, idx in acc.groupby("subset", sort=False).groups.items():
