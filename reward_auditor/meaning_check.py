@@ -454,11 +454,12 @@ def _cosines(emb, xs: list[str], ys: list[str]) -> np.ndarray:
     return (vec[:len(xs)] * vec[len(xs):]).sum(1)
 
 
-def similarities(xs: list[str], ys: list[str], threshold: float, exact, screen=None) -> np.ndarray:
-    "Each pair's similarity by the `exact` embeddings, or with a `screen`: its value where it lies over `SCREEN_MARGIN` from `threshold`."
+def similarities(xs: list[str], ys: list[str], threshold: float, exact, screen=None, held=None) -> np.ndarray:
+    "Each pair's similarity by the `exact` embeddings, or with a `screen`: its value where it lies over `SCREEN_MARGIN` from `threshold` (`held`: `exact.held` of the texts, when known)."
     if screen is None:
         return _cosines(exact, xs, ys)
-    held = exact.held(list(xs) + list(ys))   # exact vectors already made need no screening
+    if held is None:
+        held = exact.held(list(xs) + list(ys))   # exact vectors already made need no screening
     sim = np.full(len(xs), np.nan, np.float32)
     look = [k for k, (x, y) in enumerate(zip(xs, ys)) if x not in held or y not in held]
     if look:
@@ -496,9 +497,13 @@ def semantic_filter(name: str, before: list[str], after: list[str], device: str 
     sim = np.ones(len(pairs), np.float32)     # a pair the encoder cannot tell apart is not embedded
     differ = np.flatnonzero(~same_tokens(folder, [x for _, x, _ in pairs], [y for _, _, y in pairs]))
     if len(differ):   # decided as the float32 encoder decides them; with the screen, only pairs near `thr` embedded exactly
-        tokens = sum(map(len, _TOKENIZED.get(Path(folder), {}).values()))   # the distinct texts' ids `same_tokens` kept
-        sim[differ] = similarities([pairs[k][1] for k in differ], [pairs[k][2] for k in differ], thr, emb,
-                                   screen_embeddings(tokens, emb) if device is None else None)
+        xs, ys = [pairs[k][1] for k in differ], [pairs[k][2] for k in differ]
+        screen = held = None
+        if device is None:   # the screen pays for the texts without an exact vector yet (the ids `same_tokens` kept)
+            held = emb.held(xs + ys)
+            tokens = sum(len(ids) for t, ids in _TOKENIZED.get(Path(folder), {}).items() if t not in held)
+            screen = screen_embeddings(tokens, emb)
+        sim[differ] = similarities(xs, ys, thr, emb, screen, held)
     worst: dict[int, float] = {}
     for (i, _, _), s_ in zip(pairs, sim):
         worst[i] = min(worst.get(i, 1.0), float(s_))

@@ -175,3 +175,29 @@ def test_a_drifted_screen_is_caught_by_the_pairs_both_encoders_saw(sample_st):
     with pytest.warns(RuntimeWarning, match="off the float32 encoder"):
         got = MC.similarities(xs, ys, thr, exact, _Blurred(exact, scale=0.25))
     assert np.array_equal(got, want)
+
+
+def test_no_screen_for_texts_whose_exact_vectors_are_held(monkeypatch):
+    """The screen is weighed on the tokens of texts without an exact vector: a second check of the same rewrites,
+    their vectors held from the first, neither asks for the screen (which imports torch) nor changes a decision."""
+    _folder()
+    from reward_auditor.data import load_sample
+    frame = load_sample().head(40)
+    before = frame["chosen"].tolist()
+    rngs = [P.item_rng(0, "ST", P.registry["ST"].version, i, "response") for i in frame["id"]]
+    after = P.registry["ST"].apply_many(before, rngs)
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    monkeypatch.setattr(MC, "SCREEN_MIN_TOKENS", 1)
+    S._EMBEDDINGS.clear()
+    monkeypatch.setattr(MC, "screen_available", lambda: False)   # the first check: the float32 encoder alone
+    want = MC.semantic_filter("ST", before, after)
+    made = S.embedding_stats()["computed"]
+    assert made > 0 and want[1]["checked"] > 0
+
+    def no_screen(*a, **k):   # asking loads torch (about a CPU second), building it more
+        raise AssertionError("the screen was weighed for texts whose exact vectors are held")
+    monkeypatch.setattr(MC, "screen_available", no_screen)
+    monkeypatch.setattr(MC, "ScreenEmbedder", no_screen)
+    assert MC.semantic_filter("ST", before, after) == want
+    assert S.embedding_stats()["computed"] == made     # nothing embedded again
+    S._EMBEDDINGS.clear()
