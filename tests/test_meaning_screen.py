@@ -30,6 +30,15 @@ def _pairs(frame: pd.DataFrame, name: str) -> list[tuple[str, str]]:
     return out
 
 
+def _sample_answers_st(n: int) -> tuple[list[str], list[str]]:
+    "The chosen answers of the sample's first n items and their ST rewrites (seed 0)."
+    from reward_auditor.data import load_sample
+    frame = load_sample().head(n)
+    before = frame["chosen"].tolist()
+    rngs = [P.item_rng(0, "ST", P.registry["ST"].version, i, "response") for i in frame["id"]]
+    return before, P.registry["ST"].apply_many(before, rngs)
+
+
 @pytest.mark.slow
 def test_screen_stays_within_a_quarter_of_its_margin_on_rmbench():
     """On RM-Bench's own synonym and Markdown rewrites (chat and code, 100 items each: short sentences, and code
@@ -59,11 +68,7 @@ def test_screened_filter_keeps_and_undoes_what_the_exact_one_does(monkeypatch):
     the same texts kept, the same records; the screen embedded every text, the exact encoder only those of pairs
     near the threshold."""
     _folder()
-    from reward_auditor.data import load_sample
-    frame = load_sample().head(40)
-    before = frame["chosen"].tolist()
-    rngs = [P.item_rng(0, "ST", P.registry["ST"].version, i, "response") for i in frame["id"]]
-    after = P.registry["ST"].apply_many(before, rngs)
+    before, after = _sample_answers_st(40)
     monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
     runs = {}
     for on in (False, True):
@@ -181,11 +186,7 @@ def test_no_screen_for_texts_whose_exact_vectors_are_held(monkeypatch):
     """The screen is weighed on the tokens of texts without an exact vector: a second check of the same rewrites,
     their vectors held from the first, neither asks for the screen (which imports torch) nor changes a decision."""
     _folder()
-    from reward_auditor.data import load_sample
-    frame = load_sample().head(40)
-    before = frame["chosen"].tolist()
-    rngs = [P.item_rng(0, "ST", P.registry["ST"].version, i, "response") for i in frame["id"]]
-    after = P.registry["ST"].apply_many(before, rngs)
+    before, after = _sample_answers_st(40)
     monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
     monkeypatch.setattr(MC, "SCREEN_MIN_TOKENS", 1)
     S._EMBEDDINGS.clear()
