@@ -16,7 +16,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from . import multiplicity as ra_multiplicity
 from . import stats as ra_stats
@@ -591,12 +590,12 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
         rob.append(_robustness_subset(cubes, ids, subset, models, perts, B=B, seed=seed, p_method=p_method,
                                       clusters=clusters))
         acc.append(_accuracy_subset(cubes, subset, models, perts))
-    tested = [bool((a["n"] > 0).any()) for a in acc]          # a subset no item of which every model scored
+    tested = [bool((a["n"] >= 2).any()) for a in acc]         # a subset with fewer than two items every model scored
     if not any(tested):
-        raise CompareError(f"no item of {', '.join(_unique(items['subset']))} was scored by every one of "
-                           f"{', '.join(models)}: nothing to compare (runs over other items, or models that could "
-                           "not score them)")
-    empty = [a["subset"].iloc[0] for a, t in zip(acc, tested) if not t]
+        raise CompareError(f"fewer than two items of each of {', '.join(_unique(items['subset']))} were scored by "
+                           f"every one of {', '.join(models)}: nothing to compare (runs over other items, or models "
+                           "that could not score them)")
+    empty = [(a["subset"].iloc[0], int(a["n"].max())) for a, t in zip(acc, tested) if not t]
     rob, acc = [r for r, t in zip(rob, tested) if t], [a for a, t in zip(acc, tested) if t]
     rob = _adjust_robustness(pd.concat(rob, ignore_index=True), groups, multiplicity, alpha, weights)
     other = "decision" if on == "margin" else "margin"
@@ -631,7 +630,8 @@ def compare(result: Any, *, on: str = "margin", multiplicity: str = "bh", alpha:
     return Comparison(rob.reset_index(drop=True), acc.reset_index(drop=True), ranks.reset_index(drop=True),
                       settings_out, _warnings(multiplicity, alpha) + detectability_warnings(rob, on, B, alpha, p_method)
                       + ([cluster_warning] if cluster_warning else []) + trunc_warnings
-                      + [f"subset {s}: no item was scored by every compared model, so it is left out" for s in empty])
+                      + [f"subset {s}: {'no item was' if n == 0 else 'only one item was'} scored by every compared "
+                         "model, so it is left out" for s, n in empty])
 
 # %% ../nbs/02d_compare.ipynb #851d694b
 @dataclass

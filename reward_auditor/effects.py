@@ -18,7 +18,8 @@ from scipy import optimize
 # %% auto #0
 __all__ = ['SCALES', 'CI_METHODS', 'StatsError', 'confidence', 'judge_confidence', 'position_bias', 'paired_differences',
            'hedges_j', 'nct_ci', 'bca_interval', 'bca_ci', 'cluster_index', 'cluster_bca_ci', 'EffectSizes',
-           'undefined_reason', 'effect_sizes', 'norm_sf', 'norm_isf', 'binom_cdf', 'average_ranks', 'spearman']
+           'undefined_reason', 'effect_sizes', 'norm_sf', 'norm_isf', 'norm_ppf', 'binom_cdf', 'average_ranks',
+           'spearman']
 
 # %% ../nbs/02_effects.ipynb #4a1ba1a5
 class StatsError(ValueError):
@@ -313,19 +314,30 @@ def norm_isf(q):
     return _ret(-special.ndtri(np.asarray(q, np.float64)) * 1.0 + 0.0)   # scipy's `* scale + loc`: −0.0 becomes 0.0
 
 
+def norm_ppf(q):
+    "`scipy.stats.norm.ppf`: the x with P(Z ≤ x) = q, bit for bit (0 < q < 1), without importing scipy.stats."
+    return _ret(special.ndtri(np.asarray(q, np.float64)) * 1.0 + 0.0)
+
+
 class _ScipyStats:
     "`scipy.stats`, imported at its first use: the modules that call it for a rarer test do not make the audit pay."
     def __getattr__(self, name):
+        if name.startswith("__"):   # copy, pickle and inspect ask for these: no reason to import anything
+            raise AttributeError(name)
         import scipy.stats
         return getattr(scipy.stats, name)
 
 
 def _binom_cdf_ufunc():
-    "The ufunc scipy.stats.binom evaluates its CDF with (in scipy.special since 1.15; before, inside scipy.stats)."
+    "The ufunc scipy.stats.binom evaluates its CDF with: in scipy.special since scipy 1.14, inside scipy.stats before."
     try:
         from scipy.special._ufuncs import _binom_cdf
     except ImportError:
-        from scipy.stats._boost import _binom_cdf
+        try:
+            from scipy.stats._boost import _binom_cdf
+        except ImportError:   # a scipy that keeps it elsewhere: its public CDF, which gives the same numbers here
+            from scipy.stats import binom
+            return binom.cdf
     return _binom_cdf
 
 
@@ -334,7 +346,8 @@ def binom_cdf(k, n: int, p):
     k, p = np.asarray(k, np.float64), np.asarray(p, np.float64)
     with np.errstate(all="ignore"):   # the ufunc's value outside 0 ≤ k < n is never used
         inside = np.clip(_binom_cdf_ufunc()(np.floor(k), n, p), 0, 1)
-    return _ret(np.where(k >= n, 1.0, np.where(k < 0, 0.0, inside)))
+    out = np.where(k >= n, 1.0, np.where(k < 0, 0.0, inside))
+    return _ret(np.where((p >= 0) & (p <= 1), out, np.nan))   # as scipy: NaN for a p outside [0, 1] (or NaN)
 
 
 def average_ranks(x) -> np.ndarray:

@@ -499,9 +499,10 @@ def semantic_filter(name: str, before: list[str], after: list[str], device: str 
     if len(differ):   # decided as the float32 encoder decides them; with the screen, only pairs near `thr` embedded exactly
         xs, ys = [pairs[k][1] for k in differ], [pairs[k][2] for k in differ]
         screen = held = None
-        if device is None:   # the screen pays for the texts without an exact vector yet (the ids `same_tokens` kept)
+        if device is None:   # the screen pays for the pairs without both exact vectors yet (it embeds both sides)
             held = emb.held(xs + ys)
-            tokens = sum(len(ids) for t, ids in _TOKENIZED.get(Path(folder), {}).items() if t not in held)
+            look = {t for x, y in zip(xs, ys) if x not in held or y not in held for t in (x, y)}
+            tokens = sum(len(ids) for t, ids in _TOKENIZED.get(Path(folder), {}).items() if t in look)
             screen = screen_embeddings(tokens, emb)
         sim[differ] = similarities(xs, ys, thr, emb, screen, held)
     worst: dict[int, float] = {}

@@ -13,7 +13,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from scipy import special as spsp
-from scipy import stats as sps
+
+from .effects import _ScipyStats, binom_cdf, norm_ppf
+_sps = _ScipyStats()   # scipy.stats, imported only for the mid-p variant
 
 # %% auto #0
 __all__ = ['mcnemar', 'newcombe_ci', 'paired_tables', 'exact_coverage', 'rank_intervals', 'compact_letters']
@@ -24,9 +26,9 @@ def mcnemar(b, c, mid_p: bool = False):
     b, c = np.asarray(b, np.int64), np.asarray(c, np.int64)
     n, k = b + c, np.minimum(b, c)
     with np.errstate(invalid="ignore"):
-        point = sps.binom.pmf(k, n, 0.5)
-        p = np.minimum(2.0 * sps.binom.cdf(k, n, 0.5), 1.0)
+        p = np.minimum(2.0 * binom_cdf(k, n, 0.5), 1.0)
         if mid_p:   # two equally likely splits (b and c) at half weight each, or the one split b = c at half weight
+            point = _sps.binom.pmf(k, n, 0.5)
             p = np.where(b == c, 1.0 - 0.5 * point, p - point)
     p = np.where(n == 0, 1.0, p)
     return float(p) if p.ndim == 0 else p
@@ -43,7 +45,7 @@ def newcombe_ci(both, a_only, b_only, neither, level: float = 0.95):
     "Newcombe's (1998, method 10) score interval for the paired difference acc_A − acc_B = (a_only − b_only)/n."
     a, b, c, d = (np.asarray(x, np.float64) for x in (both, a_only, b_only, neither))
     n = a + b + c + d
-    z = sps.norm.ppf(0.5 + level / 2)
+    z = norm_ppf(0.5 + level / 2)
     with np.errstate(invalid="ignore", divide="ignore"):              # n = 0 gives NaN limits
         p1, p2 = (a + b) / n, (a + c) / n
         l1, u1 = _wilson(a + b, n, z)
@@ -85,7 +87,8 @@ def rank_intervals(models: Sequence[str], accuracy: Sequence[float], better: np.
     acc = np.asarray(accuracy, np.float64)
     better = np.asarray(better, bool)
     K = len(models)
-    rank = sps.rankdata(-np.nan_to_num(acc, nan=-np.inf), method="min").astype(np.int64)
+    worse = -np.nan_to_num(acc, nan=-np.inf)
+    rank = np.searchsorted(np.sort(worse), worse, side="left").astype(np.int64) + 1   # ties share the best rank
     return pd.DataFrame({"model": list(models), "accuracy": acc, "rank": rank,
                          "rank_low": 1 + better.sum(axis=0), "rank_high": K - better.sum(axis=1)})
 

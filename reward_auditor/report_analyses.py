@@ -136,7 +136,8 @@ def pair_verdicts(cmp) -> pd.DataFrame:
         more = lambda v: ", ".join(map(str, pr.loc[pr["verdict"] == v, "perturbation"])) or "—"
         rows.append({"subset": r.subset, "model A": r.model_a, "model B": r.model_b, "more accurate": win,
                      "accuracy A − B": f"{r.diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]",
-                     "adjusted p": f"{r.p_adjusted:.2g}", "stars": "" if not sig else stars(r.p_adjusted),
+                     "adjusted p": f"{r.p_adjusted:.2g}" if np.isfinite(r.p_adjusted) else "—",  # NaN: no test
+                     "stars": "" if not sig else stars(r.p_adjusted),
                      "A more robust to": more("A_MORE_ROBUST"), "B more robust to": more("B_MORE_ROBUST")})
     return pd.DataFrame(rows, columns=["subset", "model A", "model B", "more accurate", "accuracy A − B",
                                        "adjusted p", "stars", "A more robust to", "B more robust to"])

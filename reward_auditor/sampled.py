@@ -319,7 +319,8 @@ def swap_mcnemar(verdicts: pd.DataFrame, *, multiplicity: str = "bh", alpha: flo
         out["consistency"] = np.where(dec > 0, (out["chosen_in_both"] + out["rejected_in_both"]) / np.maximum(dec, 1), np.nan)
         out["first_slot_share"] = np.where(b + cc > 0, b / np.maximum(b + cc, 1), np.nan)
         out["position_bias"] = np.where(out["_both"] > 0, out["_gap"] / np.maximum(out["_both"], 1), np.nan)
-    out["pvalue"] = np.atleast_1d(mcnemar(b, cc)).astype(np.float64)
+    # fewer than two decided items is no test (as in the audit): NaN, outside the family
+    out["pvalue"] = np.where(dec < 2, np.nan, np.atleast_1d(mcnemar(b, cc)).astype(np.float64))
     out = out.drop(columns=["_both", "_gap"])
     out["p_adjusted"], out["rejected"] = np.nan, False
     for _, idx in (out.groupby(by, sort=True).indices.items() if by is not None else [(None, np.arange(len(out)))]):

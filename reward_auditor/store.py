@@ -181,6 +181,7 @@ class Embeddings:
         self._store = store
         self._model = None
         self._mem: dict[str, np.ndarray] = {}
+        self._unasked: set[str] = set()   # brought from the store by `held`, counted there, not yet asked for
         self.stats = {"computed": 0, "from_store": 0, "from_memory": 0, "loads": 0}
 
     @property
@@ -210,14 +211,18 @@ class Embeddings:
 
     def held(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         "The vectors of `texts` already made, in memory or in the store (nothing is computed; the model is not loaded)."
-        self._from_store([t for t in dict.fromkeys(texts) if t not in self._mem])
+        todo = [t for t in dict.fromkeys(texts) if t not in self._mem]
+        missing = set(self._from_store(todo))
+        self._unasked.update(t for t in todo if t not in missing)
         return {t: self._mem[t] for t in dict.fromkeys(texts) if t in self._mem}
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
         "One vector per text (rows in the order given)."
         distinct = list(dict.fromkeys(texts))
         todo = [t for t in distinct if t not in self._mem]
-        self.stats["from_memory"] += len(distinct) - len(todo)
+        fresh = self._unasked.intersection(distinct)   # `held` fetched them from the store and counted them so
+        self._unasked -= fresh
+        self.stats["from_memory"] += len(distinct) - len(todo) - len(fresh)
         todo = self._from_store(todo)   # what is left is computed
         if todo:
             m = self.model
@@ -244,6 +249,7 @@ class Embeddings:
         "Drop the vectors held in memory too."
         self.release()
         self._mem.clear()
+        self._unasked.clear()
 
 
 _EMBEDDINGS: dict[str, Embeddings] = {}
