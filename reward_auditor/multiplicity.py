@@ -29,16 +29,20 @@ SABHA_WARNING = ("SABHA's FDR guarantee is asymptotic; at L = 10 hypotheses per 
 
 # %% ../nbs/02a_multiplicity.ipynb #b045ab2f
 def bh_adjust(p, factor: float = 1.0) -> np.ndarray:
-    "Step-up BH adjusted p-values `min_{j≥i} min(1, factor·L·p_(j)/j)`; ∞ entries give 1."
+    "Step-up BH adjusted p-values `min_{j≥i} min(1, factor·L·p_(j)/j)` over the L p-values that are not NaN (a NaN is no test: it stays NaN, outside L); ∞ entries give 1."
     p = np.asarray(p, np.float64)
-    L = p.size
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    x = p[ok]
+    L = x.size
     if L == 0:
-        return p.copy()
-    o = np.argsort(p, kind="stable")
-    scaled = factor * L * p[o] / np.arange(1, L + 1)
+        return out
+    o = np.argsort(x, kind="stable")
+    scaled = factor * L * x[o] / np.arange(1, L + 1)
     adj = np.minimum.accumulate(scaled[::-1])[::-1]
-    out = np.empty(L)
-    out[o] = np.minimum(adj, 1.0)
+    got = np.empty(L)
+    got[o] = np.minimum(adj, 1.0)
+    out[ok] = got
     return out
 
 # %% ../nbs/02a_multiplicity.ipynb #e8ae33ae
