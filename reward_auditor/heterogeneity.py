@@ -20,9 +20,11 @@ from .guards import read_parquet_frame
 from .safety import atomic_write, md_escape, plain_line, reading
 from .tables import (MissingFileError, frame_to_markdown, html_escape, need_file, plain_text, read_frame,
                                    read_json, write_frame, write_json, write_summaries)
-from scipy import optimize   # scipy.stats: inside the functions that use it (a quarter CPU second the audit saves)
+from scipy import optimize
 
-from .effects import norm_isf
+from .effects import _ScipyStats, norm_isf
+from .multiplicity import bh_adjust
+_stats = _ScipyStats()   # scipy.stats, imported when a χ² test first runs (the audit's Wilson intervals need none)
 
 # %% auto #0
 __all__ = ['DEFAULT_THRESHOLDS', 'TOP_GRADE', 'HeterogeneityError', 'wilson_interval', 'cluster_wilson_interval', 'read_results',
@@ -202,10 +204,9 @@ def bias_corrected_v(chi2: float, n: int, r: int, c: int) -> float:
 # %% ../nbs/02b_heterogeneity.ipynb #24d02310
 def _ncp_solve(x: float, df: float, q: float) -> float:
     "Noncentrality λ ≥ 0 with ncx2.cdf(x; df, λ) = q (0 if the cdf is already below q at λ = 0)."
-    from scipy import stats
-    if stats.chi2.cdf(x, df) <= q:
+    if _stats.chi2.cdf(x, df) <= q:
         return 0.0
-    f = lambda lam: stats.ncx2.cdf(x, df, lam) - q
+    f = lambda lam: _stats.ncx2.cdf(x, df, lam) - q
     hi = max(10.0, 2 * x)
     while f(hi) > 0:
         hi *= 2
@@ -221,15 +222,13 @@ def v_interval(chi2: float, n: int, df: int, k: int = 2, level: float = 0.95) ->
 # %% ../nbs/02b_heterogeneity.ipynb #f506af8e
 def chisq_power(n: float, df: int, v: float = 0.10, k: int = 2, alpha: float = 0.05) -> float:
     "Power of the χ² independence test to detect Cramér's V = `v` with n observations (k = min(rows, cols))."
-    from scipy import stats
     lam = n * v * v * (k - 1)
-    return float(stats.ncx2.sf(stats.chi2.isf(alpha, df), df, lam))
+    return float(_stats.ncx2.sf(_stats.chi2.isf(alpha, df), df, lam))
 
 def chisq_min_n(df: int, v: float = 0.10, k: int = 2, power: float = 0.80, alpha: float = 0.05) -> int:
     "Smallest n whose power to detect V = `v` reaches `power`."
-    from scipy import stats
-    crit = stats.chi2.isf(alpha, df)
-    lam = optimize.brentq(lambda l: stats.ncx2.sf(crit, df, l) - power, 1e-9, 1e4)
+    crit = _stats.chi2.isf(alpha, df)
+    lam = optimize.brentq(lambda l: _stats.ncx2.sf(crit, df, l) - power, 1e-9, 1e4)
     n = math.ceil(lam / (v * v * (k - 1)))
     while chisq_power(n - 1, df, v, k, alpha) >= power:
         n -= 1
@@ -237,9 +236,8 @@ def chisq_min_n(df: int, v: float = 0.10, k: int = 2, power: float = 0.80, alpha
 
 def chisq_min_v(n: float, df: int, k: int = 2, power: float = 0.80, alpha: float = 0.05) -> float:
     "Smallest Cramér's V detectable with probability `power` at n observations."
-    from scipy import stats
-    crit = stats.chi2.isf(alpha, df)
-    lam = optimize.brentq(lambda l: stats.ncx2.sf(crit, df, l) - power, 1e-9, 1e4)
+    crit = _stats.chi2.isf(alpha, df)
+    lam = optimize.brentq(lambda l: _stats.ncx2.sf(crit, df, l) - power, 1e-9, 1e4)
     return math.sqrt(lam / (n * (k - 1)))
 
 # %% ../nbs/02b_heterogeneity.ipynb #cff2e361
@@ -437,7 +435,6 @@ def heterogeneity(data, *, model: str | None = None, subset: str = "subset", dro
                   resample: bool | None = None, n_resamples: int = 9999, seed: int = 0,
                   cluster: str | None = None) -> HeterogeneityResult:
     "χ² test that correctness is independent of subset, with Cramér's V, power, grade and per-subset accuracy; `cluster` names the column of rows that share a prompt (Rao–Scott corrected; an audit result uses its own)"
-    from scipy import stats
     if isinstance(getattr(data, "items", None), pd.DataFrame):        # an AuditResult: test its per-item margins
         data = data.items
         if cluster is None and "cluster" in data.columns:
@@ -463,9 +460,9 @@ def heterogeneity(data, *, model: str | None = None, subset: str = "subset", dro
     if clus is not None:          # rows share prompts: test the Rao–Scott adjusted counts instead
         adj, deff = rao_scott_counts(clus, table.index)
         test_obs = adj.to_numpy()
-    res = stats.chi2_contingency(test_obs)                 # Yates only when df = 1
-    chi2_u = float(stats.chi2_contingency(obs, correction=False).statistic)
-    chi2_t = float(stats.chi2_contingency(test_obs, correction=False).statistic)
+    res = _stats.chi2_contingency(test_obs)                 # Yates only when df = 1
+    chi2_u = float(_stats.chi2_contingency(obs, correction=False).statistic)
+    chi2_t = float(_stats.chi2_contingency(test_obs, correction=False).statistic)
     n_t = float(test_obs.sum())                            # the effective sample size (n when unclustered)
     k = min(r, c)
     if resample is None:
@@ -474,8 +471,8 @@ def heterogeneity(data, *, model: str | None = None, subset: str = "subset", dro
     if resample and clus is not None:
         p_mc = cluster_permutation_pvalue(clus, table.index, n_resamples, seed)
     elif resample:
-        method = stats.MonteCarloMethod(n_resamples=n_resamples, rng=np.random.default_rng(seed))
-        p_mc = float(stats.chi2_contingency(obs, correction=False, method=method).pvalue)
+        method = _stats.MonteCarloMethod(n_resamples=n_resamples, rng=np.random.default_rng(seed))
+        p_mc = float(_stats.chi2_contingency(obs, correction=False, method=method).pvalue)
     v = math.sqrt(chi2_u / (n * (k - 1)))
     power = chisq_power(n_t, int(res.dof), v_target, k, alpha)
     thresholds = dict(thresholds or DEFAULT_THRESHOLDS)
@@ -502,16 +499,6 @@ def heterogeneity(data, *, model: str | None = None, subset: str = "subset", dro
                           "n_effective": n_t, "chi2_unadjusted": chi2_u})))
 
 # %% ../nbs/02b_heterogeneity.ipynb #f76bd2ad
-def _bh(p) -> np.ndarray:
-    "Benjamini–Hochberg adjusted p-values (step-up, monotone, capped at 1)."
-    p = np.asarray(p, dtype=float)
-    m = len(p)
-    order = np.argsort(p)
-    adj = np.minimum.accumulate((p[order] * m / np.arange(1, m + 1))[::-1])[::-1]
-    out = np.empty(m)
-    out[order] = np.minimum(adj, 1.0)
-    return out
-
 @dataclass
 class HeterogeneityReport:
     "Heterogeneity results for several models: `table` sorted by V with BH-adjusted p, `excess` accuracies."
@@ -606,7 +593,7 @@ def heterogeneity_many(data, *, alpha: float = 0.05, **kw) -> HeterogeneityRepor
         raise HeterogeneityError("no model could be tested: " + "; ".join(f"{m}: {e}" for m, e in skipped.items()))
     table = pd.concat([r.to_frame() for r in results.values()], ignore_index=True)
     table.insert(table.columns.get_loc("pvalue_resampled") + 1, "p_adjusted",
-                 _bh([r.p for r in results.values()]))
+                 bh_adjust([r.p for r in results.values()]))
     table.insert(table.columns.get_loc("p_adjusted") + 1, "significant", table["p_adjusted"] <= alpha)
     # across models the decision is the BH one, so "underpowered" follows the adjusted significance
     table["grade"] = [grade(r.cramers_v * math.sqrt(min(r.table.shape) - 1), r.power, r.settings["thresholds"],

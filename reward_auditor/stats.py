@@ -665,13 +665,21 @@ def margin_test(t, n, margin: float = 0.2, df=None):
     return _ret(np.where(np.isposinf(t), 0.0, p))
 
 # %% ../nbs/02_stats.ipynb #1188f86f
-def _bh(p: np.ndarray) -> np.ndarray:
-    "Benjamini–Hochberg adjusted p-values (the multiplicity chapter holds the full set of procedures)."
+def _bh_adjust(p, factor: float = 1.0) -> np.ndarray:
+    "Step-up BH adjusted p-values (explained, with BY and the group-aware procedures, in the multiplicity chapter): `min_{j≥i} min(1, factor·L·p_(j)/j)` over the L p-values that are not NaN (a NaN is no test: it stays NaN, outside L); ∞ entries give 1."
     p = np.asarray(p, np.float64)
-    o = np.argsort(p, kind="stable")
-    adj = np.minimum.accumulate((p[o] * p.size / np.arange(1, p.size + 1))[::-1])[::-1]
-    out = np.empty_like(p)
-    out[o] = np.minimum(adj, 1.0)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    x = p[ok]
+    L = x.size
+    if L == 0:
+        return out
+    o = np.argsort(x, kind="stable")
+    scaled = factor * L * x[o] / np.arange(1, L + 1)
+    adj = np.minimum.accumulate(scaled[::-1])[::-1]
+    got = np.empty(L)
+    got[o] = np.minimum(adj, 1.0)
+    out[ok] = got
     return out
 
 
@@ -710,7 +718,7 @@ def risk_report(effects, p_adjusted, alpha: float = 0.05, margin=0.2, *, names=N
                              "(margin_statistic gives them, and `df`, for clustered pairs)")
         pm = np.atleast_1d(margin_test(t, n, m, df))
         out["p_margin"] = pm
-        out["p_margin_adjusted"] = _bh(pm)
+        out["p_margin_adjusted"] = _bh_adjust(pm)
         out.loc[(out["verdict"] == "UNSUITABLE") & (out["p_margin_adjusted"] <= alpha), "verdict"] = "UNSUITABLE_STRICT"
     if names is not None:
         out.index = pd.Index(list(names), name="test")
