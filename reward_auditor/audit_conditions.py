@@ -253,7 +253,7 @@ def make_conditions(data: pd.DataFrame, names: str | Iterable[str] = "all", seed
             pool.close()
         emb1 = ra_store.embedding_stats()
         ra_store.release_embedders()  # the embedder's memory goes back before scoring starts
-        pt.protected_spans.cache_clear()  # and the texts' remembered spans
+        pt._forget_texts()  # and what the perturbations remembered about these texts
     if report is not None:
         report.update({"conditions": source, "cpu_seconds": cpu,
                        "embeddings": {k: emb1[k] - emb0[k] for k in emb1},

@@ -21,10 +21,11 @@ from .resources import cache_dir, switched_on
 # %% auto #0
 __all__ = ['SEMANTIC_THRESHOLDS', 'SEMANTIC_PACKAGE', 'EMBED_TOKEN_BUDGET', 'EMBED_DEVICE_BUDGET', 'SEMANTIC_OFF',
            'SEMANTIC_CHECK_DEFAULT', 'MINILM_ENCODER', 'MINILM_MAX_TOKENS', 'TORCH_ENCODER', 'SCREEN_ENCODER',
-           'SCREEN_MARGIN', 'SCREEN_TOKEN_BUDGET', 'SCREEN_MIN_TOKENS', 'layer_norm', 'erf', 'gelu', 'attention',
-           'minilm_tokenizer', 'MiniLMTokens', 'SentenceEmbedder', 'minilm_folder', 'minilm_id', 'sentence_embedder',
-           'semantic_embeddings', 'device_name', 'TorchSentenceEmbedder', 'screen_available', 'ScreenEmbedder',
-           'screen_embeddings', 'plain_text', 'semantic_key', 'same_tokens', 'similarities', 'semantic_filter']
+           'SCREEN_MARGIN', 'SCREEN_TOKEN_BUDGET', 'SCREEN_SPOT_CHECKS', 'SCREEN_MIN_TOKENS', 'layer_norm', 'erf',
+           'gelu', 'attention', 'minilm_tokenizer', 'MiniLMTokens', 'SentenceEmbedder', 'minilm_folder', 'minilm_id',
+           'sentence_embedder', 'semantic_embeddings', 'device_name', 'TorchSentenceEmbedder', 'screen_available',
+           'ScreenEmbedder', 'screen_embeddings', 'plain_text', 'semantic_key', 'same_tokens', 'similarities',
+           'semantic_filter']
 
 # %% ../nbs/04b_meaning_check.ipynb #2bb201ce
 SEMANTIC_THRESHOLDS = {"ST": 0.80, "SP": 0.75, "SP-model": 0.75}  # SP: compared without its Markdown layout
@@ -326,6 +327,7 @@ class TorchSentenceEmbedder(MiniLMTokens):
 SCREEN_ENCODER = "torch-bf16-screen/1"   # the screen's identity (its vectors are never stored)
 SCREEN_MARGIN = 0.02        # a screened similarity this far from the threshold decides its pair; nearer ones are embedded exactly
 SCREEN_TOKEN_BUDGET = 1024  # padded tokens per batch of the screen, and the row count of its products (quickest on 200 RM-Bench pairs)
+SCREEN_SPOT_CHECKS = 4      # screened pairs far from the threshold embedded exactly too, to see a screen gone far off
 SCREEN_MIN_TOKENS = 10_000  # fewer tokens to embed than this: the float32 encoder is about as quick as loading torch and the screen
 
 
@@ -454,8 +456,9 @@ def _cosines(emb, xs: list[str], ys: list[str]) -> np.ndarray:
     return (vec[:len(xs)] * vec[len(xs):]).sum(1)
 
 
-def similarities(xs: list[str], ys: list[str], threshold: float, exact, screen=None, held=None) -> np.ndarray:
-    "Each pair's similarity by the `exact` embeddings, or with a `screen`: its value where it lies over `SCREEN_MARGIN` from `threshold` (`held`: `exact.held` of the texts, when known)."
+def similarities(xs: list[str], ys: list[str], threshold: float, exact, screen=None, held=None,
+                 spot: int | None = None) -> np.ndarray:
+    "Each pair's similarity by the `exact` embeddings, or with a `screen`: its value where it lies over `SCREEN_MARGIN` from `threshold` (`held`: `exact.held` of the texts, when known; `spot`: screened pairs checked exactly, default `SCREEN_SPOT_CHECKS`)."
     if screen is None:
         return _cosines(exact, xs, ys)
     if held is None:
@@ -464,8 +467,13 @@ def similarities(xs: list[str], ys: list[str], threshold: float, exact, screen=N
     look = [k for k, (x, y) in enumerate(zip(xs, ys)) if x not in held or y not in held]
     if look:
         sim[look] = _cosines(screen, [xs[k] for k in look], [ys[k] for k in look])
-    # the pairs the screen cannot decide (near the threshold, held, or NaN): the float32 encoder's similarity
+    # the pairs the screen cannot decide (near the threshold, held, or NaN): the float32 encoder's similarity; and a
+    # few it could, spread over the rest (a screen off by far more than its margin moves pairs out of the band)
     near = np.flatnonzero(~(np.abs(sim - threshold) > SCREEN_MARGIN))
+    far = np.setdiff1d(np.asarray(look, np.int64), near)
+    if len(far):
+        k = SCREEN_SPOT_CHECKS if spot is None else int(spot)
+        near = np.union1d(near, far[np.unique(np.linspace(0, len(far) - 1, k).astype(np.int64))])
     if len(near):
         screened = sim[near]
         sim[near] = _cosines(exact, [xs[k] for k in near], [ys[k] for k in near])

@@ -190,6 +190,7 @@ class DataSizedMemo:
     def __init__(self, fn: Callable, capacity: int = 8192):
         from collections import OrderedDict
         self.fn, self.capacity, self.hits, self.misses = fn, int(capacity), 0, 0
+        self._initial = self.capacity
         self._d: OrderedDict = OrderedDict()
         self.__doc__, self.__name__, self.__wrapped__ = fn.__doc__, fn.__name__, fn
 
@@ -210,8 +211,10 @@ class DataSizedMemo:
         return out
 
     def cache_clear(self) -> None:
+        "Forget every entry and shrink back to the first capacity."
         self._d.clear()
         self.hits = self.misses = 0
+        self.capacity = self._initial
 
 # %% ../nbs/04_perturbation_base.ipynb #b5399820
 _TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s])|\s+")

@@ -445,6 +445,13 @@ def _perturb_history(p, name: str, seed: int, ids: list, df: pd.DataFrame, kw: d
     return pd.Series(out, index=df.index, dtype=object), changed, size
 
 
+def _forget_texts() -> None:
+    "Let go of what the perturbations remember about texts (spans, edit sizes, translation plans), sized to the last data."
+    protected_spans.cache_clear()
+    edit_size.cache_clear()
+    _plan.cache_clear()
+
+
 def perturb(data, names="all", seed: int = 0, *, params: dict | None = None, turns: str = "final",
             semantic_check: bool = SEMANTIC_CHECK_DEFAULT, embed_device: str | None = None,
             **options) -> dict[str, Condition]:

@@ -495,3 +495,18 @@ def test_a_run_folder_is_never_replaced_by_other_scorers_unasked(tmp_path):
     audit(df, "overlap", ["EF"], permutations=200, out=out, progress=False, overwrite=True)
     assert not (out / "report-by-subset.html").exists()                  # it described the replaced results
     assert list(json.loads((out / "manifest.json").read_text())["models"]) == ["overlap"]
+
+
+def test_perturbation_memos_let_go_after_the_conditions_are_made(monkeypatch):
+    """Edit sizes, translation plans and protected spans are remembered while one batch of conditions is made, then
+    let go: a notebook session auditing a large dataset once does not keep its texts for the rest of the process."""
+    monkeypatch.setenv("REWARD_AUDITOR_STORE", "off")
+    data = load_sample().head(30)
+    make_conditions(data, ["ST", "LE"], seed=0, semantic_check=False)
+    assert len(pt.edit_size._d) == 0 and pt.edit_size.capacity == pt.edit_size._initial
+    from reward_auditor.perturbation_base import _spans
+    assert len(pt._plan._d) == 0 and _spans.cache_info().currsize == 0
+    pt.edit_size.fit(10 ** 6)
+    pt.edit_size("a b c", "a c")
+    pt.edit_size.cache_clear()
+    assert len(pt.edit_size._d) == 0 and pt.edit_size.capacity == pt.edit_size._initial

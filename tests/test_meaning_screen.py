@@ -1,5 +1,7 @@
 """The meaning check's bfloat16 screen: it decides only what the float32 encoder would decide, stores nothing, and
 runs only where it pays."""
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -112,20 +114,39 @@ class _Blurred:
 
 
 def test_any_screen_within_the_margin_decides_as_the_exact_encoder(sample_st):
-    """`similarities` with a screen that is off by up to ~0.015 (under the 0.02 margin) keeps every pair on the
-    side of the threshold where the exact similarity puts it, at every threshold; pairs it could not decide carry
-    the exact value itself."""
+    """`similarities` with a screen that is off by up to ~0.009 (under half the 0.02 margin, so its own check keeps
+    it) keeps every pair on the side of the threshold where the exact similarity puts it, at every threshold; pairs
+    it could not decide carry the exact value itself, and the rest the screen's."""
     xs, ys, exact, want = sample_st
-    blurred = MC._cosines(_Blurred(exact), xs, ys)
-    assert 0.001 < np.abs(blurred - want).max() < MC.SCREEN_MARGIN       # the stand-in really is off, within the margin
+    blurred = MC._cosines(_Blurred(exact, scale=0.06), xs, ys)
+    assert 0.001 < np.abs(blurred - want).max() < MC.SCREEN_MARGIN / 2   # the stand-in really is off, within the margin
     for thr in np.quantile(want, [0.1, 0.3, 0.5, 0.7, 0.9]):
         exact.forget()   # exact vectors already held are never screened: forgotten, every pair goes to the screen first
-        screen = _Blurred(exact)
-        got = MC.similarities(xs, ys, thr, exact, screen)
+        screen = _Blurred(exact, scale=0.06)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)   # the screen is trusted: no fallback to exact for all
+            got = MC.similarities(xs, ys, thr, exact, screen)
         assert screen.asked == 2 * len(xs)
         assert ((got < thr) == (want < thr)).all()
         near = np.abs(got - thr) <= MC.SCREEN_MARGIN
-        assert (got[near] == want[near]).all()
+        assert (got[near] == want[near]).all() and (got[~near] != want[~near]).any()
+
+
+class _Flat(_Blurred):
+    "A broken stand-in screen: one vector for every text (every similarity 1.0, none near a threshold of 0.8)."
+    def vectors(self, texts):
+        self.asked += len(texts)
+        return np.tile(self.exact.vectors(texts[:1]), (len(texts), 1))
+
+
+def test_a_screen_gone_far_off_is_caught_by_its_spot_checks(sample_st):
+    """A screen so wrong that no pair lands near the threshold is still caught: a few screened pairs far from it are
+    embedded exactly on every call, so the check warns and every pair gets the float32 encoder's similarity."""
+    xs, ys, exact, want = sample_st
+    exact.forget()
+    with pytest.warns(RuntimeWarning, match="every pair embedded exactly"):
+        got = MC.similarities(xs, ys, 0.8, exact, _Flat(exact))
+    assert (want < 0.8).any() and np.array_equal(got, want)
 
 
 def test_screened_vectors_never_reach_the_store(tmp_path, monkeypatch):
@@ -139,6 +160,7 @@ def test_screened_vectors_never_reach_the_store(tmp_path, monkeypatch):
     monkeypatch.setattr(MC, "screen_available", lambda: True)
     monkeypatch.setattr(MC, "SCREEN_MIN_TOKENS", 0)
     monkeypatch.setattr(MC, "SCREEN_MARGIN", 0.15)   # a wide band: some pairs are screened, then embedded exactly
+    monkeypatch.setattr(MC, "SCREEN_SPOT_CHECKS", 0)   # three pairs: spot checks would embed them all exactly
     S._EMBEDDINGS.clear()
     before = ["Kind regards,", "The function returns a list of integers.", "Paris is the capital of France."]
     after = ["Kind considers,", "The function returns a listing of integers.", "Paris is the chief city of France."]
