@@ -41,9 +41,9 @@ _all_ = ['esc', 'figure_html', 'frame_html', 'show', 'show_html', 'below_chance_
          'show_calibration', 'subset_heterogeneity']
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'kernel_name',
-           'ReportSession', 'report_session', 'template_path', 'RenderedReport', 'to_html', 'split_command',
-           'check_split_by_turns', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
+__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'KEEP_ENGINE', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError',
+           'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport', 'to_html',
+           'split_command', 'check_split_by_turns', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
            'load_diagnostic', 'render_diagnostic', 'esc', 'figure_html', 'frame_html', 'show', 'show_html',
            'below_chance_html', 'changes_html', 'control_notes', 'header_html', 'history_html', 'legend_html',
            'manifest_html', 'rewardbench2_html', 'risk_display', 'style_matrix_html', 'top_degraded',
@@ -281,6 +281,30 @@ def render(run_dir: str | Path, by: str = "model", compare: Sequence[str | Path]
     return rendered
 
 
+def _keeping_engine() -> str:
+    "papermill's nbclient engine, registered under its own name, that writes what it executed when a run stops early."
+    from papermill.engines import NBClientEngine, papermill_engines
+    from papermill.iorw import write_ipynb
+
+    class KeepWhatRan(NBClientEngine):
+        # a failing cell is written by papermill itself; a timeout, a dead kernel or Ctrl-C skip that, and with the
+        # notebook written once at the end (not after every cell) nothing would be left without this
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, keep_at=None, **kwargs):
+            try:
+                return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+            except BaseException:
+                if keep_at is not None:
+                    write_ipynb(nb_man.nb, keep_at)
+                raise
+
+    papermill_engines.register(KEEP_ENGINE, KeepWhatRan)
+    return KEEP_ENGINE
+
+
+KEEP_ENGINE = "reward_auditor_keep"
+
+
 def execute_template(template: str, params: dict, out: str | Path, name: str, source: Any = None,
                      timeout: int = 600, progress: bool = False) -> RenderedReport:
     "Run a shipped template with papermill in a kernel of this Python → `<out>/<name>.ipynb` and `.html`."
@@ -303,11 +327,14 @@ def execute_template(template: str, params: dict, out: str | Path, name: str, so
                             kernel_name=kernel_name(), progress_bar=progress, cwd=str(work),
                             execution_timeout=timeout, log_output=False,
                             # one write when it ends (or at a failed cell), not one per cell: each write holds every figure so far
-                            request_save_on_cell_execute=False,
+                            request_save_on_cell_execute=False, engine_name=_keeping_engine(), keep_at=str(nb_path),
                             **({"km": _SESSION.kernel()} if _SESSION is not None else {}))
     except pm.PapermillExecutionError as e:
         raise ReportError(f"report template {template} failed on {source or out} in cell {e.exec_count}: "
                           f"{e.ename}: {e.evalue} (executed notebook kept at {nb_path})") from e
+    except (TimeoutError, RuntimeError) as e:   # a cell past `timeout`, a kernel that died
+        kept = f" (the cells it executed kept at {nb_path})" if nb_path.exists() else ""
+        raise ReportError(f"report template {template} stopped on {source or out}: {type(e).__name__}: {e}{kept}") from e
     finally:
         if old is None:
             os.environ.pop("PYTHONPATH", None)

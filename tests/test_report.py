@@ -272,3 +272,27 @@ def test_failed_cell_keeps_the_executed_notebook(tmp_path, monkeypatch):
     text = json.dumps(kept)
     assert "before 42" in text and "boom in the template" in text
     assert not (out / "report.html").exists()
+
+
+
+def test_a_template_past_its_timeout_keeps_what_it_executed(tmp_path, monkeypatch):
+    """A cell past the render's timeout (or a kernel that dies) is not a failing cell: papermill writes nothing for
+    it, so the report's own engine keeps the cells executed so far, and the error says where."""
+    import json
+    from reward_auditor import report
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3", "language": "python",
+                                                                          "display_name": "Python 3"}},
+          "cells": [{"cell_type": "code", "id": "p1", "metadata": {"tags": ["parameters"]}, "execution_count": None,
+                     "outputs": [], "source": "x = 0"},
+                    {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": None, "outputs": [],
+                     "source": "print('before', x + 1)"},
+                    {"cell_type": "code", "id": "c2", "metadata": {}, "execution_count": None, "outputs": [],
+                     "source": "import time; time.sleep(60)"}]}
+    tpl = tmp_path / "slow.ipynb"
+    tpl.write_text(json.dumps(nb))
+    monkeypatch.setattr(report, "template_path", lambda name: tpl)
+    out = tmp_path / "out"
+    with pytest.raises(ReportError, match=r"(?s)stopped on .*TimeoutError.*kept at .*report\.ipynb"):
+        report.execute_template("slow", {"x": 41}, out, "report", timeout=3)
+    assert "before 42" in (out / "report.ipynb").read_text()
+    assert not (out / "report.html").exists()
