@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -328,6 +329,7 @@ class _ScipyStats:
         return getattr(scipy.stats, name)
 
 
+@lru_cache(maxsize=None)
 def _binom_cdf_ufunc():
     "The ufunc scipy.stats.binom evaluates its CDF with: in scipy.special since scipy 1.14, inside scipy.stats before."
     try:
@@ -351,7 +353,7 @@ def binom_cdf(k, n: int, p):
 
 
 def average_ranks(x) -> np.ndarray:
-    "Ranks 1..n of a 1-D array, ties sharing their average rank (`scipy.stats.rankdata`'s default)."
+    "Ranks 1..n of a finite 1-D array, ties sharing their average rank (`scipy.stats.rankdata`'s default)."
     _, at, count = np.unique(np.asarray(x), return_inverse=True, return_counts=True)
     end = np.cumsum(count)
     return (end - (count - 1) / 2)[at.reshape(-1)]

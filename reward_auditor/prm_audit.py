@@ -90,7 +90,7 @@ def correctness_test(right_before: Sequence[bool], right_after: Sequence[bool], 
     groups = np.arange(len(f)).astype(str) if groups is None else np.asarray(groups).astype(str)
     sums = pd.Series(f).groupby(groups, sort=True).sum().to_numpy(float)
     out = {"n_worse": int((f > 0).sum()), "n_better": int((f < 0).sum()), "n_groups": int(len(sums))}
-    if len(sums) < 2:   # as in the audit, a test needs two units: NaN, outside the BH family
+    if len(sums) < 2:   # a test needs two units of independence (problems here; pairs in the audit): NaN, outside BH
         return {**out, "p_value": float("nan"), "exact": True}
     if not np.any(sums):
         return {**out, "p_value": 1.0, "exact": True}

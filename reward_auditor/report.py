@@ -41,9 +41,9 @@ _all_ = ['esc', 'figure_html', 'frame_html', 'show', 'show_html', 'below_chance_
          'show_calibration', 'subset_heterogeneity']
 
 # %% auto #0
-__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'KEEP_ENGINE', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError',
-           'kernel_name', 'ReportSession', 'report_session', 'template_path', 'RenderedReport', 'to_html',
-           'split_command', 'check_split_by_turns', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
+__all__ = ['KERNEL_NAME', 'WIDE_TABLES_CSS', 'TURN_SUFFIXES', 'DIAGNOSTICS', 'DIAGNOSTIC_FILE', 'ReportError', 'kernel_name',
+           'ReportSession', 'report_session', 'template_path', 'RenderedReport', 'to_html', 'split_command',
+           'check_split_by_turns', 'render', 'execute_template', 'diagnostic_kind', 'save_diagnostic',
            'load_diagnostic', 'render_diagnostic', 'esc', 'figure_html', 'frame_html', 'show', 'show_html',
            'below_chance_html', 'changes_html', 'control_notes', 'header_html', 'history_html', 'legend_html',
            'manifest_html', 'rewardbench2_html', 'risk_display', 'style_matrix_html', 'top_degraded',
@@ -298,11 +298,11 @@ def _keeping_engine() -> str:
                     write_ipynb(nb_man.nb, keep_at)
                 raise
 
-    papermill_engines.register(KEEP_ENGINE, KeepWhatRan)
-    return KEEP_ENGINE
+    papermill_engines.register(_KEEP_ENGINE, KeepWhatRan)
+    return _KEEP_ENGINE
 
 
-KEEP_ENGINE = "reward_auditor_keep"
+_KEEP_ENGINE = "reward_auditor_keep"
 
 
 def execute_template(template: str, params: dict, out: str | Path, name: str, source: Any = None,

@@ -420,6 +420,25 @@ def test_a_comparison_with_no_tested_item_is_refused_and_an_empty_subset_left_ou
         C.compare(C.SimulatedRun(items, run.table, run.manifest, run.texts))
 
 
+
+def test_a_subset_with_one_common_item_is_left_out_and_one_perturbation_below_two_is_no_test():
+    """Two items are the least a test needs: a subset where model B scored one item is left out with its own
+    warning, and in a kept subset a perturbation with one usable item has NaN p-values outside the BH family."""
+    run = C.simulate_run(("A", "B"), n=40, perturbations=("EF", "LE"), subsets=("chat", "math"), seed=2, B=200)
+    it = run.items
+    math_b = (it["model"] == "B") & (it["subset"] == "math")
+    one_math = math_b & (it["id"] != "math-0")                     # B keeps one math item
+    le_chat = (it["model"] == "B") & (it["subset"] == "chat") & (it["perturbation"] == "LE") & (it["id"] != "chat-0")
+    items = it.copy()
+    items.loc[le_chat, "margin_after"] = np.nan                    # B's LE scores lost but one
+    cmp = C.compare(C.SimulatedRun(items[~one_math].reset_index(drop=True), run.table, run.manifest, run.texts))
+    assert set(cmp.robustness["subset"]) == {"chat"}
+    assert any("subset math: only one item was scored by every compared model" in w for w in cmp.warnings)
+    le = cmp.robustness[cmp.robustness["perturbation"] == "LE"]
+    assert (le["n"] == 1).all() and le["p"].isna().all() and le["p_adjusted"].isna().all()
+    ef = cmp.robustness[cmp.robustness["perturbation"] == "EF"]
+    assert np.array_equal(ef["p_adjusted"], ef["p"])   # LE out of the family: EF alone, left as it is
+
 def test_comparison_carries_truncation_counts_and_warns():
     run = C.simulate_run(("A", "B"), n=30, perturbations=("EF",), seed=4, B=200)
     def cells(cut, answer):                # what the audit records: subset (and 'all') -> condition -> counts

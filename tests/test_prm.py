@@ -685,3 +685,8 @@ def test_step_level_p_values_are_bh_adjusted_per_subset_family(prms):
     toy = pd.DataFrame({"subset": ["all"] * 4 + ["x"], "p_value": [0.01, 0.04, 0.03, 0.5, 0.02]})
     got = adjust_families(toy)["p_adjusted"].tolist()
     np.testing.assert_allclose(got, [0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.5, 0.02], rtol=1e-15)
+    # a perturbation tested on fewer than two problems (NaN) stays out of its family: the others are unchanged
+    gap = pd.concat([toy, pd.DataFrame({"subset": ["all"], "p_value": [np.nan]})], ignore_index=True)
+    with_gap = adjust_families(gap)["p_adjusted"].tolist()
+    np.testing.assert_allclose(with_gap[:5], got, rtol=1e-15)
+    assert np.isnan(with_gap[5])

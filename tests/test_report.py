@@ -249,9 +249,8 @@ def test_demo_picture_keeps_the_star_of_a_significant_improvement():
     assert text[0][cols.index("EF")] == "+0.90**"
 
 
-def test_failed_cell_keeps_the_executed_notebook(tmp_path, monkeypatch):
-    """The notebook is written once, at the end, not after every cell: a cell that fails must still leave it, with
-    the cells before it executed and the error in place, where the message says."""
+def _template_with(last: str, tmp_path, monkeypatch):
+    "A template of three cells (parameters, a print, then `last`) in place of the shipped ones; its name."
     import json
     from reward_auditor import report
     nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3", "language": "python",
@@ -261,38 +260,35 @@ def test_failed_cell_keeps_the_executed_notebook(tmp_path, monkeypatch):
                     {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": None, "outputs": [],
                      "source": "print('before', x + 1)"},
                     {"cell_type": "code", "id": "c2", "metadata": {}, "execution_count": None, "outputs": [],
-                     "source": "raise ValueError('boom in the template')"}]}
-    tpl = tmp_path / "failing.ipynb"
+                     "source": last}]}
+    tpl = tmp_path / "tpl.ipynb"
     tpl.write_text(json.dumps(nb))
     monkeypatch.setattr(report, "template_path", lambda name: tpl)
+    return "tpl"
+
+
+def test_failed_cell_keeps_the_executed_notebook(tmp_path, monkeypatch):
+    """The notebook is written once, at the end, not after every cell: a cell that fails must still leave it, with
+    the cells before it executed and the error in place, where the message says."""
+    import json
+    from reward_auditor import report
+    name = _template_with("raise ValueError('boom in the template')", tmp_path, monkeypatch)
     out = tmp_path / "out"
     with pytest.raises(ReportError, match=r"ValueError: boom in the template \(executed notebook kept at .*report\.ipynb\)"):
-        report.execute_template("failing", {"x": 41}, out, "report")
+        report.execute_template(name, {"x": 41}, out, "report")
     kept = json.loads((out / "report.ipynb").read_text())
     text = json.dumps(kept)
     assert "before 42" in text and "boom in the template" in text
     assert not (out / "report.html").exists()
 
 
-
 def test_a_template_past_its_timeout_keeps_what_it_executed(tmp_path, monkeypatch):
     """A cell past the render's timeout (or a kernel that dies) is not a failing cell: papermill writes nothing for
     it, so the report's own engine keeps the cells executed so far, and the error says where."""
-    import json
     from reward_auditor import report
-    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3", "language": "python",
-                                                                          "display_name": "Python 3"}},
-          "cells": [{"cell_type": "code", "id": "p1", "metadata": {"tags": ["parameters"]}, "execution_count": None,
-                     "outputs": [], "source": "x = 0"},
-                    {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": None, "outputs": [],
-                     "source": "print('before', x + 1)"},
-                    {"cell_type": "code", "id": "c2", "metadata": {}, "execution_count": None, "outputs": [],
-                     "source": "import time; time.sleep(60)"}]}
-    tpl = tmp_path / "slow.ipynb"
-    tpl.write_text(json.dumps(nb))
-    monkeypatch.setattr(report, "template_path", lambda name: tpl)
+    name = _template_with("import time; time.sleep(60)", tmp_path, monkeypatch)
     out = tmp_path / "out"
     with pytest.raises(ReportError, match=r"(?s)stopped on .*TimeoutError.*kept at .*report\.ipynb"):
-        report.execute_template("slow", {"x": 41}, out, "report", timeout=3)
+        report.execute_template(name, {"x": 41}, out, "report", timeout=3)
     assert "before 42" in (out / "report.ipynb").read_text()
     assert not (out / "report.html").exists()
